@@ -10,6 +10,7 @@ pub mod consts;
 pub mod crc;
 pub mod dentry;
 pub mod error;
+pub mod geometry;
 pub mod hash;
 pub mod node;
 pub mod segment;

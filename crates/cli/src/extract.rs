@@ -1,0 +1,299 @@
+//! `extract`: copy a whole image tree to the host, keeping metadata.
+
+use crate::inspect::open;
+use clap::Args;
+use f2fuse_engine::{FileKind, Fs, InodeInfo};
+use f2fuse_layout::F2FS_ROOT_INO;
+use indicatif::{ProgressBar, ProgressStyle};
+use std::collections::{HashMap, HashSet};
+use std::ffi::{CString, OsStr};
+use std::fs::{self, File};
+use std::io::{Seek, SeekFrom, Write};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{symlink, FileExt};
+use std::path::{Path, PathBuf};
+
+#[derive(Args)]
+pub struct ExtractArgs {
+    pub image: PathBuf,
+    /// Destination directory (created if missing; must be empty if it exists).
+    pub dir: PathBuf,
+    /// Path inside the image to extract (default: the whole tree).
+    #[arg(long, default_value = "/")]
+    pub from: String,
+    /// Do not set owners (default: set them when running as root).
+    #[arg(long)]
+    pub no_owner: bool,
+    /// No progress bar or warnings summary.
+    #[arg(short, long)]
+    pub quiet: bool,
+}
+
+struct Extractor<'a> {
+    fs: &'a Fs,
+    set_owner: bool,
+    /// First host path of each multiply-linked inode, to recreate hard links.
+    linked: HashMap<u32, PathBuf>,
+    visited_dirs: HashSet<u32>,
+    /// Directories whose times and modes are set after their children.
+    finish_dirs: Vec<(PathBuf, InodeInfo)>,
+    warnings: Vec<String>,
+    progress: ProgressBar,
+    files: u64,
+    bytes: u64,
+}
+
+pub fn run(args: &ExtractArgs) -> Result<(), String> {
+    let fs = open(&args.image)?;
+    let root = fs.resolve(&args.from).map_err(|e| e.to_string())?;
+    if root.kind != FileKind::Directory {
+        return Err(format!(
+            "{}: not a directory (use get for one file)",
+            args.from
+        ));
+    }
+    if args.dir.exists() {
+        let mut entries =
+            fs::read_dir(&args.dir).map_err(|e| format!("{}: {e}", args.dir.display()))?;
+        if entries.next().is_some() {
+            return Err(format!(
+                "{}: destination exists and is not empty",
+                args.dir.display()
+            ));
+        }
+    } else {
+        fs::create_dir_all(&args.dir).map_err(|e| format!("{}: {e}", args.dir.display()))?;
+    }
+    let progress = if args.quiet {
+        ProgressBar::hidden()
+    } else {
+        let bar = ProgressBar::new_spinner();
+        bar.set_style(
+            ProgressStyle::with_template("{spinner} {elapsed} {msg}").expect("static template"),
+        );
+        bar
+    };
+    let mut ex = Extractor {
+        fs: &fs,
+        set_owner: !args.no_owner && unsafe { libc::geteuid() } == 0,
+        linked: HashMap::new(),
+        visited_dirs: HashSet::new(),
+        finish_dirs: Vec::new(),
+        warnings: Vec::new(),
+        progress,
+        files: 0,
+        bytes: 0,
+    };
+    ex.extract_dir(&root, &args.dir)?;
+    // Children first, so setting a directory's mtime is not undone by writing into it.
+    for (path, inode) in std::mem::take(&mut ex.finish_dirs).into_iter().rev() {
+        ex.apply_metadata(&path, &inode);
+    }
+    ex.progress.finish_and_clear();
+    if !args.quiet {
+        eprintln!(
+            "extracted {} entries, {} of file data",
+            ex.files,
+            crate::size::human(ex.bytes)
+        );
+        for w in ex.warnings.iter().take(20) {
+            eprintln!("warning: {w}");
+        }
+        if ex.warnings.len() > 20 {
+            eprintln!("warning: ... and {} more", ex.warnings.len() - 20);
+        }
+    }
+    Ok(())
+}
+
+impl Extractor<'_> {
+    fn extract_dir(&mut self, dir: &InodeInfo, host: &Path) -> Result<(), String> {
+        if !self.visited_dirs.insert(dir.ino) {
+            return Err(format!(
+                "corrupt image: directory inode {} is reached twice (a directory cycle or hard-linked directory)",
+                dir.ino
+            ));
+        }
+        self.finish_dirs.push((host.to_path_buf(), dir.clone()));
+        let entries = self.fs.read_dir(dir.ino).map_err(|e| e.to_string())?;
+        for entry in entries {
+            if entry.name == b"." || entry.name == b".." {
+                continue;
+            }
+            if entry.ino == F2FS_ROOT_INO {
+                return Err(format!(
+                    "corrupt image: directory inode {} lists the root directory as {:?}",
+                    dir.ino,
+                    String::from_utf8_lossy(&entry.name)
+                ));
+            }
+            let path = host.join(OsStr::from_bytes(&entry.name));
+            let inode = self.fs.inode(entry.ino).map_err(|e| e.to_string())?;
+            self.files += 1;
+            self.progress.set_message(format!(
+                "{} entries, {}",
+                self.files,
+                crate::size::human(self.bytes)
+            ));
+            self.progress.tick();
+            if inode.kind != FileKind::Directory && inode.links > 1 {
+                if let Some(first) = self.linked.get(&inode.ino) {
+                    fs::hard_link(first, &path).map_err(|e| format!("{}: {e}", path.display()))?;
+                    continue;
+                }
+                self.linked.insert(inode.ino, path.clone());
+            }
+            match inode.kind {
+                FileKind::Directory => {
+                    fs::create_dir(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+                    self.extract_dir(&inode, &path)?;
+                    continue;
+                }
+                FileKind::Regular => {
+                    write_file(self.fs, &inode, &path)?;
+                    self.bytes += inode.size;
+                }
+                FileKind::Symlink => {
+                    let target = self.fs.read_link(&inode).map_err(|e| e.to_string())?;
+                    symlink(OsStr::from_bytes(&target), &path)
+                        .map_err(|e| format!("{}: {e}", path.display()))?;
+                }
+                FileKind::Fifo
+                | FileKind::Socket
+                | FileKind::CharDevice
+                | FileKind::BlockDevice => {
+                    self.make_special(&inode, &path);
+                    if !path.exists() && fs::symlink_metadata(&path).is_err() {
+                        continue;
+                    }
+                }
+            }
+            self.apply_metadata(&path, &inode);
+        }
+        Ok(())
+    }
+
+    fn make_special(&mut self, inode: &InodeInfo, path: &Path) {
+        let kind_bits = (inode.mode as libc::mode_t) & libc::S_IFMT;
+        let dev = libc::makedev(inode.rdev.0, inode.rdev.1);
+        let c = cstring(path);
+        // SAFETY: c is a valid NUL-terminated path.
+        let rc = unsafe { libc::mknod(c.as_ptr(), kind_bits | 0o600, dev) };
+        if rc != 0 {
+            self.warnings.push(format!(
+                "{}: cannot create {:?}: {}",
+                path.display(),
+                inode.kind,
+                std::io::Error::last_os_error()
+            ));
+        }
+    }
+
+    /// Xattrs, owner, mode and times; failures become warnings (the host may not allow them).
+    fn apply_metadata(&mut self, path: &Path, inode: &InodeInfo) {
+        let c = cstring(path);
+        match self.fs.xattrs(inode) {
+            Ok(xattrs) => {
+                for (name, value) in xattrs {
+                    let cname = CString::new(name.clone()).expect("xattr names have no NUL");
+                    // SAFETY: valid C strings and a buffer of the given length.
+                    let rc = unsafe {
+                        libc::lsetxattr(
+                            c.as_ptr(),
+                            cname.as_ptr(),
+                            value.as_ptr().cast(),
+                            value.len(),
+                            0,
+                        )
+                    };
+                    if rc != 0 {
+                        self.warnings.push(format!(
+                            "{}: xattr {}: {}",
+                            path.display(),
+                            String::from_utf8_lossy(&name),
+                            std::io::Error::last_os_error()
+                        ));
+                    }
+                }
+            }
+            Err(e) => self
+                .warnings
+                .push(format!("{}: xattrs: {e}", path.display())),
+        }
+        if self.set_owner {
+            // SAFETY: valid C string.
+            if unsafe { libc::lchown(c.as_ptr(), inode.uid, inode.gid) } != 0 {
+                self.warnings.push(format!(
+                    "{}: chown: {}",
+                    path.display(),
+                    std::io::Error::last_os_error()
+                ));
+            }
+        }
+        if inode.kind != FileKind::Symlink {
+            // After chown, which clears set-id bits.
+            // SAFETY: valid C string.
+            if unsafe { libc::chmod(c.as_ptr(), (inode.mode & 0o7777) as libc::mode_t) } != 0 {
+                self.warnings.push(format!(
+                    "{}: chmod: {}",
+                    path.display(),
+                    std::io::Error::last_os_error()
+                ));
+            }
+        }
+        let times = [
+            libc::timespec {
+                tv_sec: inode.atime.sec,
+                tv_nsec: inode.atime.nsec as i64,
+            },
+            libc::timespec {
+                tv_sec: inode.mtime.sec,
+                tv_nsec: inode.mtime.nsec as i64,
+            },
+        ];
+        // SAFETY: valid C string and a two-element timespec array.
+        let rc = unsafe {
+            libc::utimensat(
+                libc::AT_FDCWD,
+                c.as_ptr(),
+                times.as_ptr(),
+                libc::AT_SYMLINK_NOFOLLOW,
+            )
+        };
+        if rc != 0 {
+            self.warnings.push(format!(
+                "{}: times: {}",
+                path.display(),
+                std::io::Error::last_os_error()
+            ));
+        }
+    }
+}
+
+fn cstring(path: &Path) -> CString {
+    CString::new(path.as_os_str().as_bytes()).expect("paths from dentries have no NUL")
+}
+
+/// Writes a regular file to `dest`, leaving holes where the image has zeros.
+pub fn write_file(fs: &Fs, inode: &InodeInfo, dest: &Path) -> Result<(), String> {
+    let mut file = File::create(dest).map_err(|e| format!("{}: {e}", dest.display()))?;
+    let mut buf = vec![0u8; 1 << 20];
+    let mut offset = 0u64;
+    loop {
+        let n = fs
+            .read(inode, offset, &mut buf)
+            .map_err(|e| e.to_string())?;
+        if n == 0 {
+            break;
+        }
+        if buf[..n].iter().any(|&b| b != 0) {
+            file.write_all_at(&buf[..n], offset)
+                .map_err(|e| format!("{}: {e}", dest.display()))?;
+        }
+        offset += n as u64;
+    }
+    file.set_len(inode.size)
+        .map_err(|e| format!("{}: {e}", dest.display()))?;
+    file.seek(SeekFrom::Start(0)).map_err(|e| e.to_string())?;
+    file.flush().map_err(|e| e.to_string())
+}

@@ -1,0 +1,228 @@
+//! Block devices: an image file or block device node (positioned I/O,
+//! optionally O_DIRECT), and an in-memory device for tests and simulations.
+
+use crate::error::{Error, Result};
+use f2fuse_layout::F2FS_BLKSIZE;
+use parking_lot::RwLock;
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::path::Path;
+
+/// Byte-addressed storage the file system lives on. Implementations are
+/// shared between threads; writes are not durable until `flush` returns.
+pub trait BlockDevice: Send + Sync {
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<()>;
+    fn write_at(&self, offset: u64, buf: &[u8]) -> io::Result<()>;
+    fn flush(&self) -> io::Result<()>;
+    /// Size in bytes.
+    fn size(&self) -> u64;
+}
+
+/// One 4 KiB block.
+pub type Block = Box<[u8]>;
+
+pub fn zero_block() -> Block {
+    vec![0u8; F2FS_BLKSIZE].into_boxed_slice()
+}
+
+/// Block-granular access with error context, shared by every subsystem.
+pub struct Device {
+    inner: Box<dyn BlockDevice>,
+}
+
+impl Device {
+    pub fn new(inner: Box<dyn BlockDevice>) -> Device {
+        Device { inner }
+    }
+
+    pub fn size(&self) -> u64 {
+        self.inner.size()
+    }
+
+    pub fn block_count(&self) -> u64 {
+        self.inner.size() / F2FS_BLKSIZE as u64
+    }
+
+    pub fn read_block(&self, blkaddr: u64) -> Result<Block> {
+        let mut block = zero_block();
+        self.read_blocks(blkaddr, &mut block)?;
+        Ok(block)
+    }
+
+    /// Reads consecutive blocks into `buf` (a multiple of 4 KiB).
+    pub fn read_blocks(&self, blkaddr: u64, buf: &mut [u8]) -> Result<()> {
+        debug_assert!(buf.len() % F2FS_BLKSIZE == 0);
+        let end = blkaddr + (buf.len() / F2FS_BLKSIZE) as u64;
+        if end > self.block_count() {
+            return Err(Error::io(
+                format!("reading blkaddr {blkaddr}"),
+                io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    format!("beyond the device end ({} blocks)", self.block_count()),
+                ),
+            ));
+        }
+        self.inner
+            .read_at(blkaddr * F2FS_BLKSIZE as u64, buf)
+            .map_err(|e| Error::io(format!("reading blkaddr {blkaddr}"), e))
+    }
+
+    pub fn write_blocks(&self, blkaddr: u64, buf: &[u8]) -> Result<()> {
+        debug_assert!(buf.len() % F2FS_BLKSIZE == 0);
+        self.inner
+            .write_at(blkaddr * F2FS_BLKSIZE as u64, buf)
+            .map_err(|e| Error::io(format!("writing blkaddr {blkaddr}"), e))
+    }
+
+    pub fn flush(&self) -> Result<()> {
+        self.inner
+            .flush()
+            .map_err(|e| Error::io("flushing the device", e))
+    }
+}
+
+/// An image file or a block device node.
+pub struct FileDevice {
+    file: File,
+    size: u64,
+    direct: bool,
+}
+
+/// How to open a [`FileDevice`].
+#[derive(Debug, Clone, Copy, Default)]
+pub struct FileDeviceOptions {
+    pub writable: bool,
+    /// Bypass the host page cache (O_DIRECT); I/O goes through aligned bounce buffers.
+    pub direct: bool,
+}
+
+impl FileDevice {
+    pub fn open(path: &Path, opts: FileDeviceOptions) -> Result<FileDevice> {
+        let mut oo = OpenOptions::new();
+        oo.read(true).write(opts.writable);
+        if opts.direct {
+            oo.custom_flags(libc::O_DIRECT);
+        }
+        let file = oo
+            .open(path)
+            .map_err(|e| Error::io(format!("opening {}", path.display()), e))?;
+        // Seeking to the end gives the size of regular files and block devices alike.
+        let size = {
+            use std::io::Seek;
+            let mut handle = &file;
+            handle
+                .seek(io::SeekFrom::End(0))
+                .map_err(|e| Error::io(format!("sizing {}", path.display()), e))?
+        };
+        Ok(FileDevice {
+            file,
+            size,
+            direct: opts.direct,
+        })
+    }
+
+    fn with_aligned<R>(len: usize, f: impl FnOnce(&mut [u8]) -> R) -> R {
+        let layout = std::alloc::Layout::from_size_align(len.max(F2FS_BLKSIZE), F2FS_BLKSIZE)
+            .expect("valid layout");
+        // SAFETY: the layout has non-zero size; the memory is zero-initialised,
+        // used only inside `f` and freed with the same layout.
+        unsafe {
+            let ptr = std::alloc::alloc_zeroed(layout);
+            if ptr.is_null() {
+                std::alloc::handle_alloc_error(layout);
+            }
+            let result = f(std::slice::from_raw_parts_mut(ptr, len));
+            std::alloc::dealloc(ptr, layout);
+            result
+        }
+    }
+}
+
+impl BlockDevice for FileDevice {
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
+        if self.direct && (buf.as_ptr() as usize) % F2FS_BLKSIZE != 0 {
+            return Self::with_aligned(buf.len(), |bounce| {
+                self.file.read_exact_at(bounce, offset)?;
+                buf.copy_from_slice(bounce);
+                Ok(())
+            });
+        }
+        self.file.read_exact_at(buf, offset)
+    }
+
+    fn write_at(&self, offset: u64, buf: &[u8]) -> io::Result<()> {
+        if self.direct && (buf.as_ptr() as usize) % F2FS_BLKSIZE != 0 {
+            return Self::with_aligned(buf.len(), |bounce| {
+                bounce.copy_from_slice(buf);
+                self.file.write_all_at(bounce, offset)
+            });
+        }
+        self.file.write_all_at(buf, offset)
+    }
+
+    fn flush(&self) -> io::Result<()> {
+        self.file.sync_data()
+    }
+
+    fn size(&self) -> u64 {
+        self.size
+    }
+}
+
+/// A device held in memory.
+pub struct MemDevice {
+    bytes: RwLock<Vec<u8>>,
+}
+
+impl MemDevice {
+    pub fn new(size: u64) -> MemDevice {
+        MemDevice {
+            bytes: RwLock::new(vec![0; size as usize]),
+        }
+    }
+
+    pub fn from_bytes(bytes: Vec<u8>) -> MemDevice {
+        MemDevice {
+            bytes: RwLock::new(bytes),
+        }
+    }
+
+    pub fn snapshot(&self) -> Vec<u8> {
+        self.bytes.read().clone()
+    }
+}
+
+fn range_check(len: usize, offset: u64, want: usize) -> io::Result<std::ops::Range<usize>> {
+    let start =
+        usize::try_from(offset).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+    let end = start
+        .checked_add(want)
+        .filter(|&end| end <= len)
+        .ok_or_else(|| io::Error::new(io::ErrorKind::UnexpectedEof, "beyond the device end"))?;
+    Ok(start..end)
+}
+
+impl BlockDevice for MemDevice {
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
+        let bytes = self.bytes.read();
+        let range = range_check(bytes.len(), offset, buf.len())?;
+        buf.copy_from_slice(&bytes[range]);
+        Ok(())
+    }
+
+    fn write_at(&self, offset: u64, buf: &[u8]) -> io::Result<()> {
+        let mut bytes = self.bytes.write();
+        let range = range_check(bytes.len(), offset, buf.len())?;
+        bytes[range].copy_from_slice(buf);
+        Ok(())
+    }
+
+    fn flush(&self) -> io::Result<()> {
+        Ok(())
+    }
+
+    fn size(&self) -> u64 {
+        self.bytes.read().len() as u64
+    }
+}
