@@ -13,6 +13,7 @@ pub mod error;
 pub mod fs;
 pub mod inline;
 pub mod inode;
+pub mod mkfs;
 pub mod node;
 pub mod segment;
 pub mod superblock;
