@@ -455,7 +455,10 @@ fn write_checkpoint_packs(
         cp.valid_block_count.set(2 * dirs as u64);
         cp.rsvd_segment_count.set(geo.rsvd_segment_count);
         cp.overprov_segment_count.set(geo.overprov_segment_count);
-        cp.free_segment_count.set(geo.free_segment_count);
+        // mkfs.f2fs 1.15 writes usable - 6 here, which exceeds the real count (and fails
+        // its own fsck) when the device does not end on a zone boundary: count what is free.
+        cp.free_segment_count
+            .set(geo.segment_count_main - NR_CURSEG_TYPE as u32);
         for i in 0..MAX_ACTIVE_LOGS / 2 {
             cp.cur_node_segno[i].set(u32::MAX);
             cp.cur_data_segno[i].set(u32::MAX);
