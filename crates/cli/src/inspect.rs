@@ -313,8 +313,13 @@ pub fn stat(image: &Path, path: &str) -> Result<(), String> {
     let fs = open(image)?;
     let inode = resolve(&fs, path)?;
     println!("  File: {path}");
+    let node_addr = fs
+        .node_manager()
+        .nat_entry(inode.ino)
+        .map(|ne| ne.block_addr.get())
+        .map_err(|e| e.to_string())?;
     println!(
-        "  Type: {:?}    Inode: {}    Links: {}",
+        "  Type: {:?}    Inode: {} (node block {node_addr})    Links: {}",
         inode.kind, inode.ino, inode.links
     );
     println!(

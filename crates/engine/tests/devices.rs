@@ -15,7 +15,9 @@ use support::{fsck_f2fs, require_f2fs_tools, sload_f2fs, Scratch};
 fn sample_image(scratch: &Scratch) -> (std::path::PathBuf, Vec<u8>) {
     let src = scratch.path().join("src");
     std::fs::create_dir_all(&src).unwrap();
-    let data: Vec<u8> = (0..300_000u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 24) as u8).collect();
+    let data: Vec<u8> = (0..300_000u32)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 24) as u8)
+        .collect();
     std::fs::write(src.join("data.bin"), &data).unwrap();
     let img = scratch.path().join("img");
     format_path(&img, Some(96 << 20), &MkfsOptions::default()).unwrap();
@@ -52,12 +54,18 @@ struct LoopDevice(String);
 
 impl LoopDevice {
     fn attach(img: &Path) -> Option<LoopDevice> {
-        let out = Command::new("losetup").args(["-f", "--show"]).arg(img).output().ok()?;
+        let out = Command::new("losetup")
+            .args(["-f", "--show"])
+            .arg(img)
+            .output()
+            .ok()?;
         if !out.status.success() {
             eprintln!("losetup failed: {}", String::from_utf8_lossy(&out.stderr));
             return None;
         }
-        Some(LoopDevice(String::from_utf8_lossy(&out.stdout).trim().to_string()))
+        Some(LoopDevice(
+            String::from_utf8_lossy(&out.stdout).trim().to_string(),
+        ))
     }
 }
 
@@ -76,13 +84,21 @@ fn loop_block_device() {
     let (img, data) = sample_image(&scratch);
     let Some(dev) = LoopDevice::attach(&img) else {
         // CI runs as root with loop devices; elsewhere this may be impossible.
-        assert!(std::env::var_os("CI").is_none(), "CI must be able to attach a loop device");
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI must be able to attach a loop device"
+        );
         eprintln!("SKIPPING loop device test: cannot attach a loop device here");
         return;
     };
     let fs = Fs::open_path(Path::new(&dev.0), OpenOptions::default()).unwrap();
     assert_eq!(fs.device().size(), std::fs::metadata(&img).unwrap().len());
     assert_eq!(read_all(&fs, "/data.bin"), data);
-    let names: Vec<Vec<u8>> = fs.read_dir(F2FS_ROOT_INO).unwrap().into_iter().map(|e| e.name).collect();
+    let names: Vec<Vec<u8>> = fs
+        .read_dir(F2FS_ROOT_INO)
+        .unwrap()
+        .into_iter()
+        .map(|e| e.name)
+        .collect();
     assert!(names.contains(&b"data.bin".to_vec()));
 }

@@ -83,7 +83,9 @@ impl CompareWhat {
         self.ignore.iter().any(|i| {
             i.is_empty()
                 || key == i
-                || (key.len() > i.len() && key.starts_with(i.as_str()) && key.as_bytes()[i.len()] == b'/')
+                || (key.len() > i.len()
+                    && key.starts_with(i.as_str())
+                    && key.as_bytes()[i.len()] == b'/')
         })
     }
 }
@@ -121,7 +123,10 @@ fn show_opt_bytes(b: &Option<Vec<u8>>) -> String {
 fn diff_entry(key: &str, e: &HostEntry, a: &HostEntry, what: &CompareWhat, out: &mut Vec<String>) {
     let name = format!("{key:?}");
     if e.kind != a.kind {
-        out.push(format!("{name}: kind: expected {:?}, actual {:?}", e.kind, a.kind));
+        out.push(format!(
+            "{name}: kind: expected {:?}, actual {:?}",
+            e.kind, a.kind
+        ));
         return;
     }
     let root_meta = !key.is_empty() || what.root_metadata;
@@ -137,7 +142,11 @@ fn diff_entry(key: &str, e: &HostEntry, a: &HostEntry, what: &CompareWhat, out: 
         field("uid", e.uid.to_string(), a.uid.to_string());
         field("gid", e.gid.to_string(), a.gid.to_string());
     }
-    let size_applies = if e.kind == Kind::Dir { what.dir_size } else { what.size };
+    let size_applies = if e.kind == Kind::Dir {
+        what.dir_size
+    } else {
+        what.size
+    };
     if size_applies {
         field("size", e.size.to_string(), a.size.to_string());
     }
@@ -145,16 +154,32 @@ fn diff_entry(key: &str, e: &HostEntry, a: &HostEntry, what: &CompareWhat, out: 
         if what.mtime_secs && what.mtime_nsec {
             field("mtime", show_mtime(e.mtime), show_mtime(a.mtime));
         } else if what.mtime_secs {
-            field("mtime seconds", e.mtime.0.to_string(), a.mtime.0.to_string());
+            field(
+                "mtime seconds",
+                e.mtime.0.to_string(),
+                a.mtime.0.to_string(),
+            );
         } else if what.mtime_nsec {
-            field("mtime nanoseconds", e.mtime.1.to_string(), a.mtime.1.to_string());
+            field(
+                "mtime nanoseconds",
+                e.mtime.1.to_string(),
+                a.mtime.1.to_string(),
+            );
         }
     }
     if what.content && e.kind == Kind::File {
-        field("content hash", show_opt_hash(e.content_hash), show_opt_hash(a.content_hash));
+        field(
+            "content hash",
+            show_opt_hash(e.content_hash),
+            show_opt_hash(a.content_hash),
+        );
     }
     if what.link_target && e.kind == Kind::Symlink {
-        field("link target", show_opt_bytes(&e.link_target), show_opt_bytes(&a.link_target));
+        field(
+            "link target",
+            show_opt_bytes(&e.link_target),
+            show_opt_bytes(&a.link_target),
+        );
     }
     if what.nlink {
         field("nlink", e.nlink.to_string(), a.nlink.to_string());
@@ -174,7 +199,11 @@ fn diff_entry(key: &str, e: &HostEntry, a: &HostEntry, what: &CompareWhat, out: 
         }
         for (k, av) in &a.xattrs {
             if !e.xattrs.contains_key(k) {
-                out.push(format!("{name}: extra xattr {} = {}", show_bytes(k), show_bytes(av)));
+                out.push(format!(
+                    "{name}: extra xattr {} = {}",
+                    show_bytes(k),
+                    show_bytes(av)
+                ));
             }
         }
     }

@@ -9,7 +9,7 @@ use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::Path;
 
-use super::hash::content_hash_of_file;
+use super::hash::{content_hash_of_file, ContentHasher};
 
 /// Kind of a tree entry (the file-type part of `st_mode`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -125,9 +125,7 @@ pub fn read_xattrs(path: &Path) -> io::Result<BTreeMap<Vec<u8>, Vec<u8>>> {
     let mut names = vec![0u8; 1024];
     let len = loop {
         // SAFETY: buffer pointer/length describe a valid writable buffer.
-        let r = unsafe {
-            libc::llistxattr(c.as_ptr(), names.as_mut_ptr().cast(), names.len())
-        };
+        let r = unsafe { libc::llistxattr(c.as_ptr(), names.as_mut_ptr().cast(), names.len()) };
         if r >= 0 {
             break r as usize;
         }
@@ -144,7 +142,12 @@ pub fn read_xattrs(path: &Path) -> io::Result<BTreeMap<Vec<u8>, Vec<u8>>> {
         let vlen = loop {
             // SAFETY: as above.
             let r = unsafe {
-                libc::lgetxattr(c.as_ptr(), cname.as_ptr(), val.as_mut_ptr().cast(), val.len())
+                libc::lgetxattr(
+                    c.as_ptr(),
+                    cname.as_ptr(),
+                    val.as_mut_ptr().cast(),
+                    val.len(),
+                )
             };
             if r >= 0 {
                 break Some(r as usize);
@@ -183,9 +186,15 @@ pub fn scan_entry(key: &str, path: &Path) -> io::Result<HostEntry> {
     } else if ft.is_socket() {
         Kind::Socket
     } else {
-        return Err(io::Error::other(format!("unknown file type: {}", path.display())));
+        return Err(io::Error::other(format!(
+            "unknown file type: {}",
+            path.display()
+        )));
     };
-    let content_hash = if kind == Kind::File {
+    let content_hash = if kind == Kind::File && md.len() == 0 {
+        // Not opened: lets a non-root scan cover empty mode-0000 files.
+        Some(ContentHasher::new().finish())
+    } else if kind == Kind::File {
         let mut f = fs::File::open(path)?;
         Some(content_hash_of_file(&mut f, md.len())?)
     } else {
@@ -219,11 +228,10 @@ pub fn scan_host_tree(root: &Path) -> BTreeMap<String, HostEntry> {
     let mut out = BTreeMap::new();
     let mut stack = vec![(String::new(), root.to_path_buf())];
     while let Some((key, path)) = stack.pop() {
-        let e = scan_entry(&key, &path)
-            .unwrap_or_else(|e| panic!("scan {}: {e}", path.display()));
+        let e = scan_entry(&key, &path).unwrap_or_else(|e| panic!("scan {}: {e}", path.display()));
         if e.kind == Kind::Dir {
-            let rd = fs::read_dir(&path)
-                .unwrap_or_else(|e| panic!("read_dir {}: {e}", path.display()));
+            let rd =
+                fs::read_dir(&path).unwrap_or_else(|e| panic!("read_dir {}: {e}", path.display()));
             for de in rd {
                 let de = de.unwrap_or_else(|e| panic!("read_dir {}: {e}", path.display()));
                 let name = de.file_name();

@@ -26,7 +26,13 @@ impl Scratch {
             .unwrap_or(0);
         let tag: String = tag
             .chars()
-            .map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '_' })
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                    c
+                } else {
+                    '_'
+                }
+            })
             .collect();
         let base = std::env::temp_dir();
         for attempt in 0..100u32 {
@@ -40,7 +46,10 @@ impl Scratch {
                 Err(e) => panic!("cannot create scratch dir {}: {e}", path.display()),
             }
         }
-        panic!("cannot find a free scratch dir name under {}", base.display());
+        panic!(
+            "cannot find a free scratch dir name under {}",
+            base.display()
+        );
     }
 
     pub fn path(&self) -> &Path {
@@ -60,7 +69,10 @@ impl Drop for Scratch {
             return;
         }
         if let Err(e) = std::fs::remove_dir_all(&self.path) {
-            eprintln!("warning: cannot remove scratch dir {}: {e}", self.path.display());
+            eprintln!(
+                "warning: cannot remove scratch dir {}: {e}",
+                self.path.display()
+            );
         }
     }
 }
