@@ -20,7 +20,7 @@ pub fn info(image: &Path) -> Result<(), String> {
     let fs = open(image)?;
     let sb = fs.superblock();
     let loaded = fs.loaded_superblock();
-    let cps = fs.checkpoint();
+    let cps = fs.checkpoint_state();
     let cp = &cps.cp;
     let mut out = String::new();
     let mut line = |k: &str, v: String| out.push_str(&format!("  {k:<28}{v}\n"));
@@ -176,7 +176,7 @@ pub fn info(image: &Path) -> Result<(), String> {
     out.clear();
 
     let sit = fs.sit().map_err(|e| e.to_string())?;
-    let usage = sit.usage(cps);
+    let usage = sit.usage(&cps);
     println!("Segments (from the SIT)");
     let mut line = |k: &str, v: String| out.push_str(&format!("  {k:<28}{v}\n"));
     line(

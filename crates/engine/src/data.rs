@@ -6,7 +6,7 @@ use crate::error::{Error, Result};
 use crate::inline;
 use crate::inode::InodeInfo;
 use crate::node::{NodeExpect, NodeManager};
-use f2fuse_layout::node::{block_path, node_slot};
+use f2fuse_layout::node::{block_path, node_slot, BlockPath};
 use f2fuse_layout::*;
 
 /// Maps file block indexes of one inode, keeping the last node read at each
@@ -29,9 +29,17 @@ impl<'a> BlockMapper<'a> {
     /// The stored address of block `index`: `NULL_ADDR` for a hole, `NEW_ADDR`
     /// for a reserved block, else a main-area block address.
     pub fn map(&mut self, index: u64) -> Result<u32> {
+        self.map_run(index).map(|(addr, _)| addr)
+    }
+
+    /// Like [`map`](Self::map), plus how many blocks from `index` on are
+    /// known to map the same way: the rest of the range of a node that is
+    /// not allocated (nid 0), else 1. Walking a sparse file or directory by
+    /// these runs costs one step per missing node, not one per block.
+    pub fn map_run(&mut self, index: u64) -> Result<(u32, u64)> {
         let inode = self.inode;
         let Some(path) = block_path(index, inode.addrs_per_inode()) else {
-            return Ok(NULL_ADDR);
+            return Ok((NULL_ADDR, 1));
         };
         let raw_inode = inode.inode();
         let addr = if path.depth == 0 {
@@ -40,7 +48,7 @@ impl<'a> BlockMapper<'a> {
             let mut nid = raw_inode.i_nid[path.slots[0]].get();
             for level in 1..=path.depth {
                 if nid == 0 {
-                    return Ok(NULL_ADDR);
+                    return Ok((NULL_ADDR, rest_of_node_range(&path, level)));
                 }
                 let hit = matches!(&self.cached[level], Some((cached, _)) if *cached == nid);
                 if !hit {
@@ -59,7 +67,7 @@ impl<'a> BlockMapper<'a> {
             }
             nid
         };
-        self.check_addr(index, addr)
+        Ok((self.check_addr(index, addr)?, 1))
     }
 
     fn check_addr(&self, index: u64, addr: u32) -> Result<u32> {
@@ -78,6 +86,18 @@ impl<'a> BlockMapper<'a> {
             .into()),
         }
     }
+}
+
+/// Blocks from the one `path` leads to until the end of the range covered
+/// by the node reached at `level` of that path.
+fn rest_of_node_range(path: &BlockPath, level: usize) -> u64 {
+    let per_node = ADDRS_PER_BLOCK as u64;
+    let (mut within, mut span) = (0u64, 1u64);
+    for k in (level..=path.depth).rev() {
+        within += path.slots[k] as u64 * span;
+        span *= per_node;
+    }
+    span - within
 }
 
 /// Refuses files whose bytes this engine cannot decode.
@@ -169,9 +189,12 @@ pub fn extents(nm: &NodeManager, inode: &InodeInfo) -> Result<Vec<(u64, u32, u64
         return Ok(out);
     }
     let mut mapper = BlockMapper::new(nm, inode);
-    for index in 0..inode.size_blocks() {
-        let addr = mapper.map(index)?;
+    let end = inode.size_blocks();
+    let mut index = 0;
+    while index < end {
+        let (addr, run) = mapper.map_run(index)?;
         if addr == NULL_ADDR || addr == NEW_ADDR {
+            index = index.saturating_add(run);
             continue;
         }
         match out.last_mut() {
@@ -182,6 +205,505 @@ pub fn extents(nm: &NodeManager, inode: &InodeInfo) -> Result<Vec<(u64, u32, u64
             }
             _ => out.push((index, addr, 1)),
         }
+        index += 1;
     }
     Ok(out)
+}
+
+use crate::inode::{now, set_ctime, set_mtime, Ctx, FileKind as Kind};
+use f2fuse_layout::node::{max_file_blocks, I_ADDR_OFFSET};
+use f2fuse_layout::segment::Summary;
+
+/// Byte offset of `i_nid[0]` in an inode block.
+const I_NID_OFFSET: usize = 0xFD4;
+
+/// Where the address of one file block is stored.
+#[derive(Debug, Clone, Copy)]
+pub struct AddrSlot {
+    /// The inode or direct node holding the address.
+    pub nid: u32,
+    /// Index in the node's address array as the SSA records it (extra words not counted).
+    pub ofs_in_node: u16,
+    /// Byte offset of the address in the node block.
+    byte: usize,
+}
+
+fn read_u32(block: &[u8], byte: usize) -> u32 {
+    u32::from_le_bytes(block[byte..byte + 4].try_into().unwrap())
+}
+
+fn write_u32(block: &mut [u8], byte: usize, value: u32) {
+    block[byte..byte + 4].copy_from_slice(&value.to_le_bytes());
+}
+
+/// The log a file's data goes to (kernel temperature rules).
+pub fn data_log(inode: &InodeInfo) -> CursegType {
+    if inode.kind == Kind::Directory || inode.advise & fadvise::HOT != 0 {
+        CursegType::HotData
+    } else if inode.advise & fadvise::COLD != 0 {
+        CursegType::ColdData
+    } else {
+        CursegType::WarmData
+    }
+}
+
+/// Finds the slot of block `index`, creating missing nodes when `create`.
+/// Returns `None` for a hole under a missing node when not creating.
+pub fn addr_slot(
+    ctx: &Ctx,
+    inode: &InodeInfo,
+    index: u64,
+    create: bool,
+) -> Result<Option<AddrSlot>> {
+    let path = block_path(index, inode.addrs_per_inode()).ok_or_else(|| {
+        Error::errno(
+            libc::EFBIG,
+            format!("inode {}: block {index} beyond the largest file", inode.ino),
+        )
+    })?;
+    let ino = inode.ino;
+    if path.depth == 0 {
+        let word = inode.layout.extra_words + path.slots[0];
+        return Ok(Some(AddrSlot {
+            nid: ino,
+            ofs_in_node: path.slots[0] as u16,
+            byte: I_ADDR_OFFSET + 4 * word,
+        }));
+    }
+    let (mut parent, mut parent_expect, mut parent_byte) = (
+        ino,
+        NodeExpect {
+            ino: Some(ino),
+            ofs: Some(0),
+        },
+        I_NID_OFFSET + 4 * path.slots[0],
+    );
+    for level in 1..=path.depth {
+        let expect = NodeExpect {
+            ino: Some(ino),
+            ofs: Some(path.node_ofs[level]),
+        };
+        let mut nid = read_u32(&ctx.nm.read_node(parent, parent_expect)?, parent_byte);
+        if nid == 0 {
+            if !create {
+                return Ok(None);
+            }
+            ctx.space.lock().reserve_blocks(1)?;
+            nid = match ctx.nm.alloc_nid() {
+                Ok(nid) => nid,
+                Err(e) => {
+                    ctx.space.lock().release_blocks(1);
+                    return Err(e);
+                }
+            };
+            ctx.nm.new_node(
+                nid,
+                ino,
+                path.node_ofs[level],
+                inode.kind != Kind::Directory,
+            )?;
+            ctx.nm
+                .update_node(parent, parent_expect, |b| write_u32(b, parent_byte, nid))?;
+            ctx.space.lock().valid_nodes += 1;
+            ctx.update_inode(ino, |raw| raw.i_blocks.set(raw.i_blocks.get() + 1))?;
+        }
+        if level == path.depth {
+            return Ok(Some(AddrSlot {
+                nid,
+                ofs_in_node: path.slots[level] as u16,
+                byte: 4 * path.slots[level],
+            }));
+        }
+        parent = nid;
+        parent_expect = expect;
+        parent_byte = 4 * path.slots[level];
+    }
+    unreachable!("the loop returns at the leaf level")
+}
+
+fn slot_expect(inode: &InodeInfo, slot: &AddrSlot) -> NodeExpect {
+    NodeExpect {
+        ino: Some(inode.ino),
+        ofs: (slot.nid == inode.ino).then_some(0),
+    }
+}
+
+pub fn get_addr(ctx: &Ctx, inode: &InodeInfo, slot: &AddrSlot) -> Result<u32> {
+    Ok(read_u32(
+        &ctx.nm.read_node(slot.nid, slot_expect(inode, slot))?,
+        slot.byte,
+    ))
+}
+
+pub fn set_addr(ctx: &Ctx, inode: &InodeInfo, slot: &AddrSlot, addr: u32) -> Result<()> {
+    ctx.nm.update_node(slot.nid, slot_expect(inode, slot), |b| {
+        write_u32(b, slot.byte, addr)
+    })
+}
+
+/// Writes whole blocks starting at file block `first`, out of place: each
+/// block gets a new address in the file's log; the old one is invalidated.
+/// Returns how many holes were filled (i_blocks grows by that much).
+pub fn write_blocks(
+    ctx: &Ctx,
+    inode: &InodeInfo,
+    first: u64,
+    data: &[u8],
+    log: CursegType,
+) -> Result<u64> {
+    debug_assert!(data.len() % F2FS_BLKSIZE == 0);
+    let mut filled = 0u64;
+    let mut run: Option<(u32, usize, usize)> = None; // (first addr, first chunk, chunks)
+    for i in 0..data.len() / F2FS_BLKSIZE {
+        let index = first + i as u64;
+        let slot = addr_slot(ctx, inode, index, true)?.expect("created");
+        let old = get_addr(ctx, inode, &slot)?;
+        if old == NULL_ADDR {
+            ctx.space.lock().reserve_blocks(1)?;
+            filled += 1;
+        }
+        let version = ctx.nm.nat_entry(slot.nid)?.version;
+        let new = {
+            let mut space = ctx.space.lock();
+            let new = space.allocate(log, Summary::new(slot.nid, version, slot.ofs_in_node));
+            if let (Ok(_), true) = (&new, old != NULL_ADDR && old != NEW_ADDR) {
+                space.invalidate(old);
+            }
+            new
+        };
+        let new = match new {
+            Ok(new) => new,
+            Err(e) => {
+                if old == NULL_ADDR {
+                    ctx.space.lock().release_blocks(1);
+                    filled -= 1;
+                }
+                if filled > 0 {
+                    ctx.update_inode(inode.ino, |raw| {
+                        raw.i_blocks.set(raw.i_blocks.get() + filled)
+                    })?;
+                }
+                return Err(e);
+            }
+        };
+        set_addr(ctx, inode, &slot, new)?;
+        run = match run {
+            Some((start, from, n)) if start + n as u32 == new => Some((start, from, n + 1)),
+            Some((start, from, n)) => {
+                ctx.dev.write_blocks(
+                    start as u64,
+                    &data[from * F2FS_BLKSIZE..(from + n) * F2FS_BLKSIZE],
+                )?;
+                Some((new, i, 1))
+            }
+            None => Some((new, i, 1)),
+        };
+    }
+    if let Some((start, from, n)) = run {
+        ctx.dev.write_blocks(
+            start as u64,
+            &data[from * F2FS_BLKSIZE..(from + n) * F2FS_BLKSIZE],
+        )?;
+    }
+    if filled > 0 {
+        ctx.update_inode(inode.ino, |raw| {
+            raw.i_blocks.set(raw.i_blocks.get() + filled)
+        })?;
+    }
+    Ok(filled)
+}
+
+/// Writes `data` at byte `offset` of a regular file or symlink, growing it.
+pub fn write_data(ctx: &Ctx, ino: u32, offset: u64, data: &[u8]) -> Result<()> {
+    let mut inode = ctx.inode(ino)?;
+    check_readable(&inode)?;
+    if !matches!(inode.kind, Kind::Regular | Kind::Symlink) {
+        return Err(Error::errno(
+            libc::EINVAL,
+            format!("inode {ino} is not a regular file"),
+        ));
+    }
+    let end = offset
+        .checked_add(data.len() as u64)
+        .filter(|&end| end <= max_file_blocks(inode.addrs_per_inode()) * F2FS_BLKSIZE as u64)
+        .ok_or_else(|| {
+            Error::errno(
+                libc::EFBIG,
+                format!("inode {ino}: write past the largest file size"),
+            )
+        })?;
+    if data.is_empty() {
+        return Ok(());
+    }
+    if inline::has_inline_data(&inode) {
+        if end <= inode.layout.max_inline_data() as u64 {
+            inline::write_inline_data(ctx, ino, offset as usize, data)?;
+            return finish_write(ctx, ino, end);
+        }
+        convert_inline_to_block(ctx, &inode)?;
+        inode = ctx.inode(ino)?;
+    }
+    let bs = F2FS_BLKSIZE as u64;
+    let first = offset / bs;
+    let last = (end - 1) / bs;
+    let mut buf = vec![0u8; ((last - first + 1) * bs) as usize];
+    // Partial first and last blocks keep their old bytes.
+    let head = (offset - first * bs) as usize;
+    if head != 0 || (data.len() as u64) < bs {
+        read_block_into(ctx, &inode, first, &mut buf[..F2FS_BLKSIZE])?;
+    }
+    let tail_block = last - first;
+    if tail_block > 0 && end % bs != 0 {
+        let at = (tail_block * bs) as usize;
+        read_block_into(ctx, &inode, last, &mut buf[at..at + F2FS_BLKSIZE])?;
+    }
+    buf[head..head + data.len()].copy_from_slice(data);
+    write_blocks(ctx, &inode, first, &buf, data_log(&inode))?;
+    finish_write(ctx, ino, end)
+}
+
+/// Moves a file's inline bytes to block 0 (the kernel converts before a file
+/// outgrows its inode).
+pub fn convert_inline_to_block(ctx: &Ctx, inode: &InodeInfo) -> Result<()> {
+    let old = inline::take_inline_data(ctx, inode)?;
+    if old.iter().any(|&b| b != 0) {
+        let inode = ctx.inode(inode.ino)?;
+        let mut block = vec![0u8; F2FS_BLKSIZE];
+        block[..old.len()].copy_from_slice(&old);
+        write_blocks(ctx, &inode, 0, &block, data_log(&inode))?;
+    }
+    Ok(())
+}
+
+fn read_block_into(ctx: &Ctx, inode: &InodeInfo, index: u64, out: &mut [u8]) -> Result<()> {
+    let addr = match addr_slot(ctx, inode, index, false)? {
+        Some(slot) => get_addr(ctx, inode, &slot)?,
+        None => NULL_ADDR,
+    };
+    if addr == NULL_ADDR || addr == NEW_ADDR {
+        out.fill(0);
+        Ok(())
+    } else {
+        ctx.dev.read_blocks(addr as u64, out)
+    }
+}
+
+fn finish_write(ctx: &Ctx, ino: u32, end: u64) -> Result<()> {
+    let t = now();
+    ctx.update_inode(ino, |raw| {
+        if end > raw.i_size.get() {
+            raw.i_size.set(end);
+        }
+        set_mtime(raw, t);
+        set_ctime(raw, t);
+        // The cached extent may no longer describe the mapping.
+        raw.i_ext = Default::default();
+    })
+}
+
+/// Frees an address found in a node: NEW_ADDR reservations and real blocks.
+fn free_addr(ctx: &Ctx, addr: u32) -> u64 {
+    match addr {
+        NULL_ADDR => 0,
+        NEW_ADDR => {
+            ctx.space.lock().release_blocks(1);
+            1
+        }
+        a => {
+            let mut space = ctx.space.lock();
+            space.invalidate(a);
+            space.release_blocks(1);
+            1
+        }
+    }
+}
+
+/// Frees a node block itself; returns 1 (the block it held).
+fn free_node_block(ctx: &Ctx, nid: u32) -> Result<u64> {
+    let old = ctx.nm.free_node(nid)?;
+    let mut space = ctx.space.lock();
+    if let Some(addr) = old {
+        space.invalidate(addr);
+    }
+    space.release_blocks(1);
+    space.valid_nodes -= 1;
+    Ok(1)
+}
+
+/// Frees every address with file index >= `from` under node `nid`, which
+/// covers `[start, start + span)` and sits `levels` above the data (0 = a
+/// direct node). Frees the node too when it covers nothing kept. Returns
+/// (blocks freed, whether the node was freed).
+fn truncate_node(
+    ctx: &Ctx,
+    inode: &InodeInfo,
+    nid: u32,
+    ofs: u32,
+    start: u64,
+    levels: u32,
+    from: u64,
+) -> Result<(u64, bool)> {
+    let per = ADDRS_PER_BLOCK as u64;
+    let expect = NodeExpect {
+        ino: Some(inode.ino),
+        ofs: Some(ofs),
+    };
+    let block = ctx.nm.read_node(nid, expect)?;
+    let child_span = per.pow(levels);
+    let mut freed = 0u64;
+    let first_slot = if from <= start {
+        0
+    } else {
+        ((from - start) / child_span.max(1)) as usize
+    };
+    let mut cleared = Vec::new();
+    for slot in first_slot..per as usize {
+        let value = node_slot(&block, slot);
+        if value == 0 {
+            continue;
+        }
+        let child_start = start + slot as u64 * child_span;
+        if levels == 0 {
+            if child_start >= from {
+                freed += free_addr(ctx, value);
+                cleared.push(slot);
+            }
+        } else {
+            let child_ofs = child_node_ofs(ofs, levels, slot as u32);
+            let (n, gone) =
+                truncate_node(ctx, inode, value, child_ofs, child_start, levels - 1, from)?;
+            freed += n;
+            if gone {
+                cleared.push(slot);
+            }
+        }
+    }
+    if start >= from {
+        freed += free_node_block(ctx, nid)?;
+        return Ok((freed, true));
+    }
+    if !cleared.is_empty() {
+        ctx.nm.update_node(nid, expect, |b| {
+            for slot in cleared {
+                f2fuse_layout::node::set_node_slot(b, slot, 0);
+            }
+        })?;
+    }
+    Ok((freed, false))
+}
+
+/// Node offset of the `slot`-th child of the node at `ofs` that sits `levels` above data.
+fn child_node_ofs(ofs: u32, levels: u32, slot: u32) -> u32 {
+    let n = ADDRS_PER_BLOCK;
+    match (ofs, levels) {
+        // Indirect nodes: their direct children follow them.
+        (_, 1) => ofs + 1 + slot,
+        // The double-indirect node: each indirect child is followed by its N direct nodes.
+        _ => ofs + 1 + slot * (n + 1),
+    }
+}
+
+/// Frees every block at file index >= `from` (and the nodes left empty).
+pub fn truncate_blocks(ctx: &Ctx, ino: u32, from: u64) -> Result<()> {
+    let inode = ctx.inode(ino)?;
+    if inline::has_inline_data(&inode) {
+        return Ok(());
+    }
+    let a = inode.addrs_per_inode() as u64;
+    let n = ADDRS_PER_BLOCK as u64;
+    let mut freed = 0u64;
+    // Addresses in the inode itself.
+    let mut cleared = Vec::new();
+    for index in from.min(a)..a {
+        let addr = inode.inode().data_addr(&inode.layout, index as usize);
+        if addr != NULL_ADDR {
+            freed += free_addr(ctx, addr);
+            cleared.push(index as usize);
+        }
+    }
+    let subtrees: [(usize, u32, u64, u32); 5] = [
+        (0, 1, a, 0),
+        (1, 2, a + n, 0),
+        (2, node::IND_OFS_1, a + 2 * n, 1),
+        (3, node::IND_OFS_2, a + 2 * n + n * n, 1),
+        (4, node::DIND_OFS, a + 2 * n + 2 * n * n, 2),
+    ];
+    let mut cleared_nids = Vec::new();
+    for (slot, ofs, start, levels) in subtrees {
+        let nid = inode.inode().i_nid[slot].get();
+        if nid == 0 || start + n.pow(levels + 1) <= from {
+            continue;
+        }
+        let (count, gone) = truncate_node(ctx, &inode, nid, ofs, start, levels, from)?;
+        freed += count;
+        if gone {
+            cleared_nids.push(slot);
+        }
+    }
+    ctx.update_inode(ino, |raw| {
+        let layout = inode.layout;
+        for index in cleared {
+            raw.set_data_addr(&layout, index, NULL_ADDR);
+        }
+        for slot in cleared_nids {
+            raw.i_nid[slot].set(0);
+        }
+        raw.i_blocks.set(raw.i_blocks.get() - freed);
+        raw.i_ext = Default::default();
+    })
+}
+
+/// Sets a file's size: frees blocks past it and zeroes the tail of the last one.
+pub fn truncate(ctx: &Ctx, ino: u32, size: u64) -> Result<()> {
+    let inode = ctx.inode(ino)?;
+    if size > max_file_blocks(inode.addrs_per_inode()) * F2FS_BLKSIZE as u64 {
+        return Err(Error::errno(
+            libc::EFBIG,
+            format!("inode {ino}: size {size} too large"),
+        ));
+    }
+    if inline::has_inline_data(&inode) && size > inode.layout.max_inline_data() as u64 {
+        convert_inline_to_block(ctx, &inode)?;
+    } else if size < inode.size {
+        if inline::has_inline_data(&inode) {
+            inline::truncate_inline_data(ctx, ino, size as usize)?;
+        } else {
+            let bs = F2FS_BLKSIZE as u64;
+            truncate_blocks(ctx, ino, size.div_ceil(bs))?;
+            if size % bs != 0 {
+                let inode = ctx.inode(ino)?;
+                let index = size / bs;
+                let mut block = vec![0u8; F2FS_BLKSIZE];
+                read_block_into(ctx, &inode, index, &mut block)?;
+                let keep = (size % bs) as usize;
+                if block[keep..].iter().any(|&b| b != 0) {
+                    block[keep..].fill(0);
+                    write_blocks(ctx, &inode, index, &block, data_log(&inode))?;
+                }
+            }
+        }
+    }
+    let t = now();
+    ctx.update_inode(ino, |raw| {
+        raw.i_size.set(size);
+        set_mtime(raw, t);
+        set_ctime(raw, t);
+    })
+}
+
+/// Frees one block of a file (a hole appears).
+pub fn punch_block(ctx: &Ctx, inode: &InodeInfo, index: u64) -> Result<()> {
+    let Some(slot) = addr_slot(ctx, inode, index, false)? else {
+        return Ok(());
+    };
+    let addr = get_addr(ctx, inode, &slot)?;
+    let freed = free_addr(ctx, addr);
+    if freed > 0 {
+        set_addr(ctx, inode, &slot, NULL_ADDR)?;
+        ctx.update_inode(inode.ino, |raw| {
+            raw.i_blocks.set(raw.i_blocks.get() - freed);
+            raw.i_ext = Default::default();
+        })?;
+    }
+    Ok(())
 }

@@ -52,7 +52,7 @@ impl Device {
 
     /// Reads consecutive blocks into `buf` (a multiple of 4 KiB).
     pub fn read_blocks(&self, blkaddr: u64, buf: &mut [u8]) -> Result<()> {
-        debug_assert!(buf.len() % F2FS_BLKSIZE == 0);
+        debug_assert!(buf.len().is_multiple_of(F2FS_BLKSIZE));
         let end = blkaddr + (buf.len() / F2FS_BLKSIZE) as u64;
         if end > self.block_count() {
             return Err(Error::io(
@@ -69,7 +69,7 @@ impl Device {
     }
 
     pub fn write_blocks(&self, blkaddr: u64, buf: &[u8]) -> Result<()> {
-        debug_assert!(buf.len() % F2FS_BLKSIZE == 0);
+        debug_assert!(buf.len().is_multiple_of(F2FS_BLKSIZE));
         self.inner
             .write_at(blkaddr * F2FS_BLKSIZE as u64, buf)
             .map_err(|e| Error::io(format!("writing blkaddr {blkaddr}"), e))
@@ -141,7 +141,7 @@ impl FileDevice {
 
 impl BlockDevice for FileDevice {
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
-        if self.direct && (buf.as_ptr() as usize) % F2FS_BLKSIZE != 0 {
+        if self.direct && !(buf.as_ptr() as usize).is_multiple_of(F2FS_BLKSIZE) {
             return Self::with_aligned(buf.len(), |bounce| {
                 self.file.read_exact_at(bounce, offset)?;
                 buf.copy_from_slice(bounce);
@@ -152,7 +152,7 @@ impl BlockDevice for FileDevice {
     }
 
     fn write_at(&self, offset: u64, buf: &[u8]) -> io::Result<()> {
-        if self.direct && (buf.as_ptr() as usize) % F2FS_BLKSIZE != 0 {
+        if self.direct && !(buf.as_ptr() as usize).is_multiple_of(F2FS_BLKSIZE) {
             return Self::with_aligned(buf.len(), |bounce| {
                 bounce.copy_from_slice(buf);
                 self.file.write_all_at(bounce, offset)

@@ -116,9 +116,13 @@ pub fn read_dir(dev: &Device, nm: &NodeManager, dir: &InodeInfo) -> Result<Vec<D
         return Ok(out);
     }
     let mut mapper = BlockMapper::new(nm, dir);
-    for index in 0..dir_block_count(dir) {
-        let addr = mapper.map(index)?;
+    let count = dir_block_count(dir);
+    let mut index = 0;
+    while index < count {
+        let (addr, run) = mapper.map_run(index)?;
         if addr == NULL_ADDR || addr == NEW_ADDR {
+            // A hostile i_size must not make us probe every missing block.
+            index = index.saturating_add(run);
             continue;
         }
         let block = dev.read_block(addr as u64)?;
@@ -129,6 +133,208 @@ pub fn read_dir(dev: &Device, nm: &NodeManager, dir: &InodeInfo) -> Result<Vec<D
         {
             out.push(to_info(dir, e.name, e.ino, e.file_type)?);
         }
+        index += 1;
     }
     Ok(out)
+}
+
+use crate::data::{addr_slot, get_addr, write_blocks};
+use crate::error::Error;
+use crate::inode::{now, set_ctime, set_mtime, Ctx};
+use f2fuse_layout::dentry::DentrySetMut;
+
+/// Where an entry lives: the inline area, or dentry block `index`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EntryPlace {
+    Inline,
+    Block(u64),
+}
+
+/// A found entry and its position.
+#[derive(Debug, Clone)]
+pub struct FoundEntry {
+    pub place: EntryPlace,
+    pub slot: usize,
+    pub info: DirEntryInfo,
+}
+
+fn read_dentry_block(ctx: &Ctx, dir: &InodeInfo, index: u64) -> Result<Option<Vec<u8>>> {
+    let Some(slot) = addr_slot(ctx, dir, index, false)? else {
+        return Ok(None);
+    };
+    let addr = get_addr(ctx, dir, &slot)?;
+    if addr == NULL_ADDR || addr == NEW_ADDR {
+        return Ok(None);
+    }
+    let mut block = vec![0u8; F2FS_BLKSIZE];
+    ctx.dev.read_blocks(addr as u64, &mut block)?;
+    Ok(Some(block))
+}
+
+/// Finds `name` in `dir` with its position (current contents, cache included).
+pub fn find_entry(ctx: &Ctx, dir: &InodeInfo, name: &[u8]) -> Result<Option<FoundEntry>> {
+    let hash = dentry_hash(name);
+    if inline::has_inline_dentry(dir) {
+        let set = inline::inline_dentries(dir);
+        return match set.find(name, hash)? {
+            Some(e) => Ok(Some(FoundEntry {
+                place: EntryPlace::Inline,
+                slot: e.slot,
+                info: to_info(dir, e.name, e.ino, e.file_type)?,
+            })),
+            None => Ok(None),
+        };
+    }
+    let dir_level = dir.dir_level as u32;
+    let limit = dir_block_count(dir);
+    for level in 0..dir.current_depth.min(MAX_DIR_HASH_DEPTH) {
+        let bucket = hash as u64 % dir_buckets(level, dir_level);
+        let first = dir_block_index(level, dir_level, bucket);
+        for index in first..(first + bucket_blocks(level)).min(limit) {
+            let Some(block) = read_dentry_block(ctx, dir, index)? else {
+                continue;
+            };
+            let set = DentrySet::new(&block, DentryGeometry::BLOCK);
+            if let Some(e) = set.find(name, hash)? {
+                let info = to_info(dir, e.name, e.ino, e.file_type)?;
+                return Ok(Some(FoundEntry {
+                    place: EntryPlace::Block(index),
+                    slot: e.slot,
+                    info,
+                }));
+            }
+        }
+    }
+    Ok(None)
+}
+
+fn touch_dir(ctx: &Ctx, dir_ino: u32) -> Result<()> {
+    let t = now();
+    ctx.update_inode(dir_ino, |raw| {
+        set_mtime(raw, t);
+        set_ctime(raw, t);
+    })
+}
+
+/// Moves an inline directory's entries into dentry block 0 (slot for slot).
+pub fn convert_inline_dir(ctx: &Ctx, dir: &InodeInfo) -> Result<()> {
+    let mut block = vec![0u8; F2FS_BLKSIZE];
+    {
+        let mut set = DentrySetMut::new(&mut block, DentryGeometry::BLOCK);
+        for e in inline::inline_dentries(dir).entries()? {
+            set.insert(e.slot, e.name, e.ino, e.file_type);
+        }
+    }
+    inline::with_inline_area(ctx, dir.ino, |area, _| area.fill(0))?;
+    let flexible = ctx.check.features & feature::FLEXIBLE_INLINE_XATTR != 0;
+    ctx.update_inode(dir.ino, |raw| {
+        raw.i_inline &= !inline_flag::INLINE_DENTRY;
+        if !flexible {
+            // Keep the 50-word xattr area the inline dentry flag reserved.
+            raw.i_inline |= inline_flag::INLINE_XATTR;
+        }
+        raw.i_size.set(F2FS_BLKSIZE as u64);
+        raw.i_current_depth.set(1);
+    })?;
+    let dir = ctx.inode(dir.ino)?;
+    write_blocks(ctx, &dir, 0, &block, CursegType::HotData)?;
+    Ok(())
+}
+
+/// Adds `name -> ino` to `dir_ino` (the caller checked it does not exist).
+pub fn add_link(ctx: &Ctx, dir_ino: u32, name: &[u8], ino: u32, ft: u8) -> Result<()> {
+    let mut dir = ctx.inode(dir_ino)?;
+    let slots = name.len().div_ceil(F2FS_SLOT_LEN);
+    if inline::has_inline_dentry(&dir) {
+        if let Some(slot) = inline::inline_dentries(&dir).find_free_run(slots) {
+            inline::with_inline_area(ctx, dir_ino, |area, layout| {
+                let geo = DentryGeometry::inline(layout.max_inline_data());
+                DentrySetMut::new(area, geo).insert(slot, name, ino, ft);
+            })?;
+            return touch_dir(ctx, dir_ino);
+        }
+        convert_inline_dir(ctx, &dir)?;
+        dir = ctx.inode(dir_ino)?;
+    }
+    let hash = dentry_hash(name);
+    let dir_level = dir.dir_level as u32;
+    for level in 0..MAX_DIR_HASH_DEPTH {
+        let bucket = hash as u64 % dir_buckets(level, dir_level);
+        let first = dir_block_index(level, dir_level, bucket);
+        for index in first..first + bucket_blocks(level) {
+            let mut block =
+                read_dentry_block(ctx, &dir, index)?.unwrap_or_else(|| vec![0u8; F2FS_BLKSIZE]);
+            let Some(slot) = DentrySet::new(&block, DentryGeometry::BLOCK).find_free_run(slots)
+            else {
+                continue;
+            };
+            DentrySetMut::new(&mut block, DentryGeometry::BLOCK).insert(slot, name, ino, ft);
+            write_blocks(ctx, &dir, index, &block, CursegType::HotData)?;
+            let t = now();
+            return ctx.update_inode(dir_ino, |raw| {
+                if level >= raw.i_current_depth.get() {
+                    raw.i_current_depth.set(level + 1);
+                }
+                let end = (index + 1) * F2FS_BLKSIZE as u64;
+                if end > raw.i_size.get() {
+                    raw.i_size.set(end);
+                }
+                set_mtime(raw, t);
+                set_ctime(raw, t);
+            });
+        }
+    }
+    Err(Error::errno(
+        libc::ENOSPC,
+        format!("directory {dir_ino} has no room at any hash level"),
+    ))
+}
+
+/// Changes an existing entry's target (rename over an entry, or "..").
+pub fn set_link(ctx: &Ctx, dir_ino: u32, found: &FoundEntry, ino: u32, ft: u8) -> Result<()> {
+    match found.place {
+        EntryPlace::Inline => inline::with_inline_area(ctx, dir_ino, |area, layout| {
+            let geo = DentryGeometry::inline(layout.max_inline_data());
+            DentrySetMut::new(area, geo).set_target(found.slot, ino, ft);
+        })?,
+        EntryPlace::Block(index) => {
+            let dir = ctx.inode(dir_ino)?;
+            let mut block = read_dentry_block(ctx, &dir, index)?
+                .ok_or_else(|| Corrupt::new("dentry", "entry block vanished"))?;
+            DentrySetMut::new(&mut block, DentryGeometry::BLOCK).set_target(found.slot, ino, ft);
+            write_blocks(ctx, &dir, index, &block, CursegType::HotData)?;
+        }
+    }
+    touch_dir(ctx, dir_ino)
+}
+
+/// Removes an entry; a dentry block left empty (other than block 0) is freed.
+pub fn remove_link(ctx: &Ctx, dir_ino: u32, found: &FoundEntry) -> Result<()> {
+    let name_len = found.info.name.len();
+    match found.place {
+        EntryPlace::Inline => inline::with_inline_area(ctx, dir_ino, |area, layout| {
+            let geo = DentryGeometry::inline(layout.max_inline_data());
+            DentrySetMut::new(area, geo).remove(found.slot, name_len);
+        })?,
+        EntryPlace::Block(index) => {
+            let dir = ctx.inode(dir_ino)?;
+            let mut block = read_dentry_block(ctx, &dir, index)?
+                .ok_or_else(|| Corrupt::new("dentry", "entry block vanished"))?;
+            DentrySetMut::new(&mut block, DentryGeometry::BLOCK).remove(found.slot, name_len);
+            let empty = block[..SIZE_OF_DENTRY_BITMAP].iter().all(|&b| b == 0);
+            if empty && index != 0 {
+                crate::data::punch_block(ctx, &dir, index)?;
+            } else {
+                write_blocks(ctx, &dir, index, &block, CursegType::HotData)?;
+            }
+        }
+    }
+    touch_dir(ctx, dir_ino)
+}
+
+/// True if the directory holds nothing but "." and "..".
+pub fn is_empty_dir(ctx: &Ctx, dir: &InodeInfo) -> Result<bool> {
+    Ok(read_dir(ctx.dev, ctx.nm, dir)?
+        .iter()
+        .all(|e| e.name == b"." || e.name == b".."))
 }

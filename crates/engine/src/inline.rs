@@ -28,3 +28,74 @@ pub fn inline_dentries(inode: &InodeInfo) -> DentrySet<'_> {
         DentryGeometry::inline(range.len()),
     )
 }
+
+use crate::error::Result;
+use crate::inode::Ctx;
+use crate::node::NodeExpect;
+use f2fuse_layout::dentry::DentrySetMut;
+use f2fuse_layout::node::{inode_of, InodeLayout};
+use f2fuse_layout::{file_type, F2FS_BLKSIZE};
+
+/// Runs `change` on the inline area (data or dentries) of inode `ino`.
+pub fn with_inline_area<R>(
+    ctx: &Ctx,
+    ino: u32,
+    change: impl FnOnce(&mut [u8], &InodeLayout) -> R,
+) -> Result<R> {
+    let features = ctx.check.features;
+    ctx.nm.update_node(
+        ino,
+        NodeExpect {
+            ino: Some(ino),
+            ofs: Some(0),
+        },
+        |block| {
+            let layout =
+                InodeLayout::of(inode_of(block), features).expect("inode validated on read");
+            let range = layout.inline_data_range();
+            change(&mut block[range], &layout)
+        },
+    )
+}
+
+/// Fills a new directory's inline dentry area with "." and "..", and sets its
+/// size as the kernel does (the inline capacity).
+pub fn init_inline_dir(ctx: &Ctx, ino: u32, parent: u32) -> Result<()> {
+    let max = with_inline_area(ctx, ino, |area, layout| {
+        let geo = DentryGeometry::inline(layout.max_inline_data());
+        let mut set = DentrySetMut::new(area, geo);
+        set.insert(0, b".", ino, file_type::DIR);
+        set.insert(1, b"..", parent, file_type::DIR);
+        layout.max_inline_data()
+    })?;
+    ctx.update_inode(ino, |inode| inode.i_size.set(max as u64))
+}
+
+/// Writes `data` at `offset` into the inline data of a file whose new end fits.
+pub fn write_inline_data(ctx: &Ctx, ino: u32, offset: usize, data: &[u8]) -> Result<()> {
+    with_inline_area(ctx, ino, |area, _| {
+        area[offset..offset + data.len()].copy_from_slice(data)
+    })?;
+    ctx.update_inode(ino, |inode| inode.i_inline |= inline_flag::DATA_EXIST)
+}
+
+/// Zeroes inline data from `from` on (truncation).
+pub fn truncate_inline_data(ctx: &Ctx, ino: u32, from: usize) -> Result<()> {
+    with_inline_area(ctx, ino, |area, _| {
+        if from < area.len() {
+            area[from..].fill(0)
+        }
+    })
+}
+
+/// Takes a file's inline bytes out of the inode, clearing the inline state,
+/// so they can be written as block 0. Returns the bytes (up to i_size).
+pub fn take_inline_data(ctx: &Ctx, inode: &InodeInfo) -> Result<Vec<u8>> {
+    let data = inline_data(inode).to_vec();
+    with_inline_area(ctx, inode.ino, |area, _| area.fill(0))?;
+    ctx.update_inode(inode.ino, |raw| {
+        raw.i_inline &= !(inline_flag::INLINE_DATA | inline_flag::DATA_EXIST)
+    })?;
+    debug_assert!(data.len() <= F2FS_BLKSIZE);
+    Ok(data)
+}

@@ -217,3 +217,188 @@ pub fn decode_inode(ino: u32, block: Block, check: &InodeCheck) -> Result<InodeI
         raw: Arc::new(block),
     })
 }
+
+use crate::device::Device;
+use crate::segment::SegmentManager;
+use f2fuse_layout::node::{
+    inode_of_mut, I_ADDR_OFFSET, I_CRTIME_NSEC_OFFSET, I_CRTIME_OFFSET, I_INLINE_XATTR_SIZE_OFFSET,
+};
+use parking_lot::Mutex;
+
+/// What every mutating operation below the facade works with.
+pub struct Ctx<'a> {
+    pub dev: &'a Device,
+    pub nm: &'a NodeManager,
+    pub space: &'a Mutex<SegmentManager>,
+    pub check: &'a InodeCheck,
+    /// Cold and hot extension lists from the superblock (file placement).
+    pub cold_exts: &'a [String],
+    pub hot_exts: &'a [String],
+}
+
+impl Ctx<'_> {
+    pub fn inode(&self, ino: u32) -> Result<InodeInfo> {
+        read_inode(self.nm, self.check, ino)
+    }
+
+    /// Changes an inode block in the node cache.
+    pub fn update_inode<R>(
+        &self,
+        ino: u32,
+        change: impl FnOnce(&mut node::Inode) -> R,
+    ) -> Result<R> {
+        self.nm.update_node(
+            ino,
+            NodeExpect {
+                ino: Some(ino),
+                ofs: Some(0),
+            },
+            |block| change(inode_of_mut(block)),
+        )
+    }
+}
+
+/// Current time as an inode timestamp.
+pub fn now() -> Timestamp {
+    let d = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    Timestamp {
+        sec: d.as_secs() as i64,
+        nsec: d.subsec_nanos(),
+    }
+}
+
+pub fn set_mtime(inode: &mut node::Inode, t: Timestamp) {
+    inode.i_mtime.set(t.sec as u64);
+    inode.i_mtime_nsec.set(t.nsec);
+}
+
+pub fn set_ctime(inode: &mut node::Inode, t: Timestamp) {
+    inode.i_ctime.set(t.sec as u64);
+    inode.i_ctime_nsec.set(t.nsec);
+}
+
+pub fn set_atime(inode: &mut node::Inode, t: Timestamp) {
+    inode.i_atime.set(t.sec as u64);
+    inode.i_atime_nsec.set(t.nsec);
+}
+
+/// What a new inode looks like.
+pub struct NewInode<'a> {
+    /// Full mode, type bits included.
+    pub mode: u16,
+    pub uid: u32,
+    pub gid: u32,
+    pub parent: u32,
+    pub name: &'a [u8],
+    pub rdev: (u32, u32),
+}
+
+/// Extra attribute size the kernel gives new inodes.
+const NEW_INODE_EXTRA_ISIZE: usize = F2FS_TOTAL_EXTRA_ATTR_SIZE;
+
+fn has_extension(name: &[u8], exts: &[String]) -> bool {
+    let name = String::from_utf8_lossy(name).to_ascii_lowercase();
+    exts.iter().any(|ext| {
+        let dotted = format!(".{}", ext.to_ascii_lowercase());
+        name.len() > dotted.len()
+            && (name.ends_with(&dotted) || name.contains(&format!("{dotted}.")))
+    })
+}
+
+/// Allocates and initialises an inode (in the node cache); returns its number.
+pub fn create_inode(ctx: &Ctx, spec: &NewInode) -> Result<u32> {
+    let kind = FileKind::from_mode(spec.mode)
+        .ok_or_else(|| Error::errno(libc::EINVAL, format!("mode {:#o}", spec.mode)))?;
+    ctx.space.lock().reserve_blocks(1)?;
+    let ino = match ctx.nm.alloc_nid() {
+        Ok(ino) => ino,
+        Err(e) => {
+            ctx.space.lock().release_blocks(1);
+            return Err(e);
+        }
+    };
+    let dir = kind == FileKind::Directory;
+    ctx.nm.new_node(ino, ino, 0, !dir)?;
+    let features = ctx.check.features;
+    let t = now();
+    ctx.nm.update_node(ino, NodeExpect::default(), |block| {
+        let extra = if features & feature::EXTRA_ATTR != 0 {
+            NEW_INODE_EXTRA_ISIZE
+        } else {
+            0
+        };
+        {
+            let inode = inode_of_mut(block);
+            inode.i_mode.set(spec.mode);
+            inode.i_uid.set(spec.uid);
+            inode.i_gid.set(spec.gid);
+            inode.i_links.set(if dir { 2 } else { 1 });
+            inode.i_blocks.set(1);
+            set_atime(inode, t);
+            set_mtime(inode, t);
+            set_ctime(inode, t);
+            inode.i_generation.set(crate::inode::random_generation());
+            inode.i_pino.set(spec.parent);
+            let name_len = spec.name.len().min(F2FS_NAME_LEN);
+            inode.i_namelen.set(name_len as u32);
+            inode.i_name[..name_len].copy_from_slice(&spec.name[..name_len]);
+            let mut inline = inline_flag::INLINE_XATTR;
+            match kind {
+                FileKind::Directory => {
+                    inline |= inline_flag::INLINE_DENTRY;
+                    inode.i_current_depth.set(1);
+                    inode.i_flags.set(inode_flag::INDEX);
+                }
+                FileKind::Regular | FileKind::Symlink => inline |= inline_flag::INLINE_DATA,
+                _ => {}
+            }
+            if extra > 0 {
+                inline |= inline_flag::EXTRA_ATTR;
+            }
+            inode.i_inline = inline;
+            if kind == FileKind::Regular {
+                if has_extension(spec.name, ctx.cold_exts) {
+                    inode.i_advise |= fadvise::COLD;
+                } else if has_extension(spec.name, ctx.hot_exts) {
+                    inode.i_advise |= fadvise::HOT;
+                }
+            }
+        }
+        if extra > 0 {
+            block[I_ADDR_OFFSET..I_ADDR_OFFSET + 2].copy_from_slice(&(extra as u16).to_le_bytes());
+            if features & feature::FLEXIBLE_INLINE_XATTR != 0 {
+                let words = DEFAULT_INLINE_XATTR_ADDRS as u16;
+                block[I_INLINE_XATTR_SIZE_OFFSET..I_INLINE_XATTR_SIZE_OFFSET + 2]
+                    .copy_from_slice(&words.to_le_bytes());
+            }
+            if features & feature::INODE_CRTIME != 0 {
+                block[I_CRTIME_OFFSET..I_CRTIME_OFFSET + 8]
+                    .copy_from_slice(&(t.sec as u64).to_le_bytes());
+                block[I_CRTIME_NSEC_OFFSET..I_CRTIME_NSEC_OFFSET + 4]
+                    .copy_from_slice(&t.nsec.to_le_bytes());
+            }
+        }
+        if matches!(kind, FileKind::CharDevice | FileKind::BlockDevice) {
+            let inode = inode_of_mut(block);
+            let layout = InodeLayout::of(inode, features).expect("layout just written");
+            inode.set_rdev(&layout, spec.rdev.0, spec.rdev.1);
+        }
+    })?;
+    let mut space = ctx.space.lock();
+    space.valid_nodes += 1;
+    space.valid_inodes += 1;
+    Ok(ino)
+}
+
+fn random_generation() -> u32 {
+    let mut out = [0u8; 4];
+    // SAFETY: writes at most 4 bytes into a 4-byte buffer.
+    let got = unsafe { libc::getrandom(out.as_mut_ptr().cast(), 4, 0) };
+    if got == 4 {
+        u32::from_le_bytes(out)
+    } else {
+        now().nsec
+    }
+}

@@ -1,16 +1,23 @@
 //! The node address table and node blocks: translating a nid to the block
-//! holding it (the journal overrides the NAT blocks), and reading a node
-//! block only after checking its footer names the node we asked for.
+//! holding it, reading a node block only after its footer names the node we
+//! asked for, and (for a writable file system) the node cache, NAT updates
+//! and free-nid allocation.
+//!
+//! Where a NAT entry comes from, newest first: entries changed since mount
+//! (`changed`), the checkpoint's NAT journal, the NAT block copy the
+//! checkpoint's bitmap selects. Node contents: the dirty node cache, else
+//! the block the NAT entry points at. A node created since the last flush
+//! has block_addr `NEW_ADDR` and lives only in the cache.
 
 use crate::checkpoint::CheckpointState;
 use crate::device::{Block, Device};
-use crate::error::Result;
-use f2fuse_layout::node::footer_of;
+use crate::error::{Error, Result};
+use f2fuse_layout::node::{footer_of, footer_of_mut};
 use f2fuse_layout::segment::{nat_block_addr, NatBlock, NatEntry};
 use f2fuse_layout::superblock::SuperBlock;
 use f2fuse_layout::*;
-use parking_lot::RwLock;
-use std::collections::HashMap;
+use parking_lot::{Mutex, RwLock};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use zerocopy::FromBytes;
 
@@ -23,22 +30,46 @@ pub struct NodeExpect {
     pub ofs: Option<u32>,
 }
 
+struct NatState {
+    copy_bits: Vec<u8>,
+    /// Entries of the checkpoint's NAT journal (they override NAT blocks).
+    journal: BTreeMap<u32, NatEntry>,
+    /// Entries set since mount: authoritative.
+    changed: HashMap<u32, NatEntry>,
+    /// Entries changed since the last checkpoint.
+    dirty: BTreeSet<u32>,
+    /// Current on-disk NAT blocks read so far, by block index.
+    blocks: HashMap<u32, Arc<Vec<NatEntry>>>,
+    /// Nids known free and not handed out.
+    free: BTreeSet<u32>,
+    /// Nids freed since the last checkpoint: reusable only after it commits.
+    freed_since_checkpoint: Vec<u32>,
+    /// Next NAT block to scan for free nids.
+    scan_block: u32,
+    scanned_blocks: u32,
+}
+
 pub struct NodeManager {
     dev: Arc<Device>,
     nat_blkaddr: u32,
+    nat_blocks_per_copy: u32,
     main_start: u64,
     main_end: u64,
     max_nid: u32,
-    nat_copy_bits: Vec<u8>,
-    journal: HashMap<u32, NatEntry>,
-    /// NAT blocks read so far, by block index.
-    nat_blocks: RwLock<HashMap<u32, Arc<Vec<NatEntry>>>>,
+    nat: RwLock<NatState>,
+    /// Node blocks modified since they were last written, by nid.
+    dirty_nodes: Mutex<HashMap<u32, Block>>,
+    /// Serializes nid allocation so a scan never re-offers a nid just handed out.
+    alloc_lock: Mutex<()>,
+    /// Inode checksums are kept current in cached inode blocks too.
+    features: u32,
+    checksum_seed: u32,
 }
 
 impl NodeManager {
     pub fn new(dev: Arc<Device>, sb: &SuperBlock, cp: &CheckpointState) -> Result<NodeManager> {
         let max_nid = sb.max_nid();
-        let mut journal = HashMap::new();
+        let mut journal = BTreeMap::new();
         for je in cp.nat_journal.valid_entries()? {
             let nid = je.nid.get();
             if nid >= max_nid {
@@ -50,15 +81,30 @@ impl NodeManager {
             }
             journal.insert(nid, je.ne);
         }
+        let nat_blocks_per_copy = sb.nat_blocks_per_copy();
+        let hint = cp.cp.next_free_nid.get().max(F2FS_ROOT_INO + 1);
         Ok(NodeManager {
             dev,
             nat_blkaddr: sb.nat_blkaddr.get(),
+            nat_blocks_per_copy,
             main_start: sb.main_blkaddr.get() as u64,
             main_end: sb.main_end_blkaddr(),
             max_nid,
-            nat_copy_bits: cp.nat_bitmap.clone(),
-            journal,
-            nat_blocks: RwLock::new(HashMap::new()),
+            nat: RwLock::new(NatState {
+                copy_bits: cp.nat_bitmap.clone(),
+                journal,
+                changed: HashMap::new(),
+                dirty: BTreeSet::new(),
+                blocks: HashMap::new(),
+                free: BTreeSet::new(),
+                freed_since_checkpoint: Vec::new(),
+                scan_block: (hint / NAT_ENTRY_PER_BLOCK).min(nat_blocks_per_copy.saturating_sub(1)),
+                scanned_blocks: 0,
+            }),
+            dirty_nodes: Mutex::new(HashMap::new()),
+            alloc_lock: Mutex::new(()),
+            features: sb.feature.get(),
+            checksum_seed: f2fuse_layout::node::inode_checksum_seed(&sb.uuid),
         })
     }
 
@@ -70,22 +116,32 @@ impl NodeManager {
         (self.main_start..self.main_end).contains(&(blkaddr as u64))
     }
 
-    fn nat_block(&self, index: u32) -> Result<Arc<Vec<NatEntry>>> {
-        if let Some(block) = self.nat_blocks.read().get(&index) {
-            return Ok(block.clone());
-        }
-        let copy = bitmap::test_bit_msb(&self.nat_copy_bits, index as usize) as u8;
+    fn read_nat_block(&self, index: u32, copy: u8) -> Result<Arc<Vec<NatEntry>>> {
         let raw = self
             .dev
             .read_block(nat_block_addr(self.nat_blkaddr, index, copy))?;
         let block = NatBlock::read_from_bytes(&raw).expect("block size");
-        let entries = Arc::new(block.entries.to_vec());
-        self.nat_blocks.write().insert(index, entries.clone());
+        Ok(Arc::new(block.entries.to_vec()))
+    }
+
+    fn nat_block(&self, index: u32) -> Result<Arc<Vec<NatEntry>>> {
+        let copy = {
+            let nat = self.nat.read();
+            if let Some(block) = nat.blocks.get(&index) {
+                return Ok(block.clone());
+            }
+            bitmap::test_bit_msb(&nat.copy_bits, index as usize) as u8
+        };
+        let entries = self.read_nat_block(index, copy)?;
+        self.nat
+            .write()
+            .blocks
+            .entry(index)
+            .or_insert(entries.clone());
         Ok(entries)
     }
 
-    /// The NAT entry of `nid` as of the loaded checkpoint.
-    pub fn nat_entry(&self, nid: u32) -> Result<NatEntry> {
+    fn check_nid(&self, nid: u32) -> Result<()> {
         if nid >= self.max_nid {
             return Err(Corrupt::new(
                 "node reference",
@@ -93,18 +149,33 @@ impl NodeManager {
             )
             .into());
         }
-        if let Some(entry) = self.journal.get(&nid) {
-            return Ok(*entry);
+        Ok(())
+    }
+
+    /// The current NAT entry of `nid`.
+    pub fn nat_entry(&self, nid: u32) -> Result<NatEntry> {
+        self.check_nid(nid)?;
+        {
+            let nat = self.nat.read();
+            if let Some(entry) = nat.changed.get(&nid).or_else(|| nat.journal.get(&nid)) {
+                return Ok(*entry);
+            }
         }
         let block = self.nat_block(nid / NAT_ENTRY_PER_BLOCK)?;
         Ok(block[(nid % NAT_ENTRY_PER_BLOCK) as usize])
+    }
+
+    fn set_nat(&self, nid: u32, entry: NatEntry) {
+        let mut nat = self.nat.write();
+        nat.changed.insert(nid, entry);
+        nat.dirty.insert(nid);
     }
 
     /// Reads node `nid`, checking the NAT entry and the footer against `expect`.
     pub fn read_node(&self, nid: u32, expect: NodeExpect) -> Result<Block> {
         let ne = self.nat_entry(nid)?;
         let blkaddr = ne.block_addr.get();
-        let fail = |detail: String| -> crate::error::Error {
+        let fail = |detail: String| -> Error {
             Corrupt::new("node", detail).at(format!("nid {nid}")).into()
         };
         if nid < F2FS_ROOT_INO {
@@ -112,12 +183,6 @@ impl NodeManager {
         }
         if blkaddr == NULL_ADDR {
             return Err(fail("referenced but free in the NAT".into()));
-        }
-        if !self.is_main_blkaddr(blkaddr) {
-            return Err(fail(format!(
-                "NAT block_addr {blkaddr:#x} outside the main area [{}, {})",
-                self.main_start, self.main_end
-            )));
         }
         if let Some(ino) = expect.ino {
             if ne.ino.get() != ino {
@@ -127,7 +192,19 @@ impl NodeManager {
                 )));
             }
         }
-        let block = self.dev.read_block(blkaddr as u64)?;
+        let cached = self.dirty_nodes.lock().get(&nid).cloned();
+        let block = match cached {
+            Some(block) => block,
+            None => {
+                if !self.is_main_blkaddr(blkaddr) {
+                    return Err(fail(format!(
+                        "NAT block_addr {blkaddr:#x} outside the main area [{}, {})",
+                        self.main_start, self.main_end
+                    )));
+                }
+                self.dev.read_block(blkaddr as u64)?
+            }
+        };
         let footer = footer_of(&block);
         if footer.nid.get() != nid || footer.ino.get() != ne.ino.get() {
             return Err(fail(format!(
@@ -146,5 +223,284 @@ impl NodeManager {
             }
         }
         Ok(block)
+    }
+
+    /// Applies `change` to node `nid` (read through `expect`) in the cache.
+    pub fn update_node<R>(
+        &self,
+        nid: u32,
+        expect: NodeExpect,
+        change: impl FnOnce(&mut [u8]) -> R,
+    ) -> Result<R> {
+        let mut block = self.read_node(nid, expect)?;
+        let result = change(&mut block);
+        if footer_of(&block).ofs() == 0 {
+            update_inode_checksum(&mut block, self.features, self.checksum_seed);
+        }
+        self.dirty_nodes.lock().insert(nid, block);
+        Ok(result)
+    }
+
+    /// Creates a zeroed node block for `nid`, owned by `ino`, at node offset `ofs`.
+    pub fn new_node(&self, nid: u32, ino: u32, ofs: u32, cold: bool) -> Result<()> {
+        let old = self.nat_entry(nid)?;
+        debug_assert_eq!(old.block_addr.get(), NULL_ADDR, "nid {nid} is in use");
+        let mut block = crate::device::zero_block();
+        {
+            let footer = footer_of_mut(&mut block);
+            footer.nid.set(nid);
+            footer.ino.set(ino);
+            footer.set_ofs_and_cold(ofs, cold);
+        }
+        self.set_nat(nid, NatEntry::new(old.version, ino, NEW_ADDR));
+        self.dirty_nodes.lock().insert(nid, block);
+        Ok(())
+    }
+
+    /// Frees node `nid`; returns the block it occupied on disk (to invalidate), if any.
+    pub fn free_node(&self, nid: u32) -> Result<Option<u32>> {
+        let old = self.nat_entry(nid)?;
+        self.dirty_nodes.lock().remove(&nid);
+        let addr = old.block_addr.get();
+        // The version changes so stale summaries and fsync chains never match a reused nid.
+        self.set_nat(
+            nid,
+            NatEntry::new(old.version.wrapping_add(1), old.ino.get(), NULL_ADDR),
+        );
+        self.nat.write().freed_since_checkpoint.push(nid);
+        Ok((addr != NULL_ADDR && addr != NEW_ADDR).then_some(addr))
+    }
+
+    /// Records where a flushed node now lives.
+    pub fn set_node_addr(&self, nid: u32, blkaddr: u32) -> Result<()> {
+        let old = self.nat_entry(nid)?;
+        self.set_nat(nid, NatEntry::new(old.version, old.ino.get(), blkaddr));
+        Ok(())
+    }
+
+    pub fn dirty_node_count(&self) -> usize {
+        self.dirty_nodes.lock().len()
+    }
+
+    /// Takes every dirty node for writing, in nid order.
+    pub fn take_dirty_nodes(&self) -> Vec<(u32, Block)> {
+        let mut all: Vec<(u32, Block)> = self.dirty_nodes.lock().drain().collect();
+        all.sort_by_key(|(nid, _)| *nid);
+        all
+    }
+
+    /// Takes the dirty nodes of one inode (its inode block, dnodes, xattr node).
+    pub fn take_dirty_nodes_of(&self, ino: u32) -> Vec<(u32, Block)> {
+        let mut cache = self.dirty_nodes.lock();
+        let nids: Vec<u32> = cache
+            .iter()
+            .filter(|(_, b)| footer_of(b).ino.get() == ino)
+            .map(|(nid, _)| *nid)
+            .collect();
+        let mut out: Vec<(u32, Block)> = nids
+            .into_iter()
+            .map(|nid| (nid, cache.remove(&nid).unwrap()))
+            .collect();
+        out.sort_by_key(|(nid, _)| *nid);
+        out
+    }
+
+    /// Hands out an unused nid.
+    /// The caller must give the nid a NAT entry (`new_node`) before it allocates again.
+    pub fn alloc_nid(&self) -> Result<u32> {
+        let _serial = self.alloc_lock.lock();
+        loop {
+            {
+                let mut nat = self.nat.write();
+                if let Some(nid) = nat.free.pop_first() {
+                    return Ok(nid);
+                }
+                if nat.scanned_blocks >= self.nat_blocks_per_copy {
+                    return Err(Error::errno(libc::ENOSPC, "no free node id left"));
+                }
+            }
+            self.scan_free_nids()?;
+        }
+    }
+
+    /// Scans the next NAT block for free nids.
+    fn scan_free_nids(&self) -> Result<()> {
+        let index = self.nat.read().scan_block;
+        let block = self.nat_block(index)?;
+        let mut nat = self.nat.write();
+        nat.scan_block = (index + 1) % self.nat_blocks_per_copy;
+        nat.scanned_blocks += 1;
+        for (slot, on_disk) in block.iter().enumerate() {
+            let nid = index * NAT_ENTRY_PER_BLOCK + slot as u32;
+            if nid <= F2FS_ROOT_INO || nid >= self.max_nid {
+                continue;
+            }
+            let entry = nat
+                .changed
+                .get(&nid)
+                .or_else(|| nat.journal.get(&nid))
+                .unwrap_or(on_disk);
+            if entry.block_addr.get() == NULL_ADDR && !nat.freed_since_checkpoint.contains(&nid) {
+                nat.free.insert(nid);
+            }
+        }
+        Ok(())
+    }
+
+    /// Next free nid hint for the checkpoint.
+    pub fn next_free_nid(&self) -> u32 {
+        let nat = self.nat.read();
+        nat.free
+            .first()
+            .copied()
+            .unwrap_or(nat.scan_block * NAT_ENTRY_PER_BLOCK)
+            .max(F2FS_ROOT_INO + 1)
+    }
+
+    /// Writes dirty NAT entries for a checkpoint: into the journal if all of
+    /// them fit, else every journal and dirty entry goes to its NAT block,
+    /// written to the block's other copy (the bitmap bit flips). Returns the
+    /// new journal and bitmap; `commit_checkpoint` makes them current.
+    pub fn flush_nat(&self) -> Result<NatFlush> {
+        let nat = self.nat.read();
+        let mut journal = nat.journal.clone();
+        for nid in &nat.dirty {
+            journal.insert(*nid, nat.changed[nid]);
+        }
+        let mut bits = nat.copy_bits.clone();
+        let mut written = HashMap::new();
+        if journal.len() > NAT_JOURNAL_ENTRIES {
+            let mut by_block: BTreeMap<u32, Vec<(u32, NatEntry)>> = BTreeMap::new();
+            for (nid, entry) in std::mem::take(&mut journal) {
+                by_block
+                    .entry(nid / NAT_ENTRY_PER_BLOCK)
+                    .or_default()
+                    .push((nid, entry));
+            }
+            drop(nat);
+            for (index, entries) in by_block {
+                let mut block = (*self.nat_block(index)?).clone();
+                for (nid, entry) in entries {
+                    block[(nid % NAT_ENTRY_PER_BLOCK) as usize] = entry;
+                }
+                let new_copy = !bitmap::test_bit_msb(&bits, index as usize);
+                let mut raw = vec![0u8; F2FS_BLKSIZE];
+                for (slot, entry) in block.iter().enumerate() {
+                    raw[slot * NAT_ENTRY_SIZE..(slot + 1) * NAT_ENTRY_SIZE]
+                        .copy_from_slice(zerocopy::IntoBytes::as_bytes(entry));
+                }
+                self.dev.write_blocks(
+                    nat_block_addr(self.nat_blkaddr, index, new_copy as u8),
+                    &raw,
+                )?;
+                bitmap::set_bit_msb(&mut bits, index as usize, new_copy);
+                written.insert(index, Arc::new(block));
+            }
+        }
+        Ok(NatFlush {
+            journal,
+            bits,
+            written,
+        })
+    }
+
+    /// Makes a flushed NAT state the checkpointed one; freed nids become reusable.
+    pub fn commit_checkpoint(&self, flush: NatFlush) {
+        let mut nat = self.nat.write();
+        nat.journal = flush.journal;
+        nat.copy_bits = flush.bits;
+        for (index, block) in flush.written {
+            nat.blocks.insert(index, block);
+        }
+        nat.dirty.clear();
+        let freed = std::mem::take(&mut nat.freed_since_checkpoint);
+        nat.free.extend(freed);
+    }
+
+    pub fn dirty_nat_count(&self) -> usize {
+        self.nat.read().dirty.len()
+    }
+}
+
+/// The NAT part of a checkpoint being written.
+pub struct NatFlush {
+    pub journal: BTreeMap<u32, NatEntry>,
+    pub bits: Vec<u8>,
+    written: HashMap<u32, Arc<Vec<NatEntry>>>,
+}
+
+use crate::segment::SegmentManager;
+use f2fuse_layout::node::{is_dnode_offset, update_inode_checksum};
+use f2fuse_layout::segment::Summary;
+
+/// The node log a node goes to: direct nodes of directories hot, of files
+/// warm, indirect nodes cold (kernel rules).
+pub fn node_log(block: &[u8]) -> CursegType {
+    let footer = footer_of(block);
+    if !is_dnode_offset(footer.ofs()) {
+        CursegType::ColdNode
+    } else if footer.is_cold() {
+        CursegType::WarmNode
+    } else {
+        CursegType::HotNode
+    }
+}
+
+/// How node footers are stamped when written.
+#[derive(Debug, Clone, Copy)]
+pub struct NodeStamp {
+    /// `checkpoint_ver | crc << 32` of the checkpoint in force.
+    pub cp_ver: u64,
+    pub features: u32,
+    pub checksum_seed: u32,
+}
+
+impl NodeManager {
+    /// Writes `nodes` out of place through the node logs, updating the NAT
+    /// and invalidating the blocks they replace.
+    pub fn write_nodes(
+        &self,
+        space: &Mutex<SegmentManager>,
+        stamp: NodeStamp,
+        nodes: Vec<(u32, Block)>,
+    ) -> Result<()> {
+        let mut placed: Vec<(u32, Block)> = Vec::with_capacity(nodes.len());
+        for (nid, mut block) in nodes {
+            let log = node_log(&block);
+            let old = self.nat_entry(nid)?.block_addr.get();
+            let addr = {
+                let mut sm = space.lock();
+                let addr = sm.allocate(log, Summary::new(nid, 0, 0))?;
+                if old != NULL_ADDR && old != NEW_ADDR {
+                    sm.invalidate(old);
+                }
+                let cs = &sm.cursegs[log as usize];
+                let next = sm.blkaddr_of(cs.segno, cs.next_blkoff as u32);
+                let footer = footer_of_mut(&mut block);
+                footer.cp_ver.set(stamp.cp_ver);
+                footer.next_blkaddr.set(next);
+                addr
+            };
+            if footer_of(&block).ofs() == 0 {
+                update_inode_checksum(&mut block, stamp.features, stamp.checksum_seed);
+            }
+            self.set_node_addr(nid, addr)?;
+            placed.push((addr, block));
+        }
+        placed.sort_by_key(|(addr, _)| *addr);
+        let mut i = 0;
+        while i < placed.len() {
+            let mut j = i + 1;
+            while j < placed.len() && placed[j].0 == placed[j - 1].0 + 1 {
+                j += 1;
+            }
+            let mut buf = Vec::with_capacity((j - i) * F2FS_BLKSIZE);
+            for (_, block) in &placed[i..j] {
+                buf.extend_from_slice(block);
+            }
+            self.dev.write_blocks(placed[i].0 as u64, &buf)?;
+            i = j;
+        }
+        Ok(())
     }
 }

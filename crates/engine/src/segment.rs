@@ -97,3 +97,540 @@ impl SitTable {
         usage
     }
 }
+
+/// In-memory state of one main-area segment.
+#[derive(Clone)]
+pub struct SegInfo {
+    /// Blocks valid now.
+    pub valid_map: [u8; SIT_VBLOCK_MAP_SIZE],
+    /// Blocks valid in the last committed checkpoint: never overwritten until the next one.
+    pub ckpt_valid_map: [u8; SIT_VBLOCK_MAP_SIZE],
+    pub valid: u16,
+    pub ckpt_valid: u16,
+    pub seg_type: u8,
+    pub mtime: u64,
+}
+
+impl SegInfo {
+    fn from_entry(e: &SitEntry) -> SegInfo {
+        SegInfo {
+            valid_map: e.valid_map,
+            ckpt_valid_map: e.valid_map,
+            valid: e.valid_blocks() as u16,
+            ckpt_valid: e.valid_blocks() as u16,
+            seg_type: e.seg_type(),
+            mtime: e.mtime.get(),
+        }
+    }
+
+    pub fn to_entry(&self) -> SitEntry {
+        let mut e = SitEntry::new_zeroed();
+        e.set_vblocks(self.seg_type, self.valid as u32);
+        e.valid_map = self.valid_map;
+        e.mtime.set(self.mtime);
+        e
+    }
+
+    /// No valid block now and none in the checkpoint: reusable.
+    pub fn is_free(&self) -> bool {
+        self.valid == 0 && self.ckpt_valid == 0
+    }
+
+    /// A slot SSR may write: free now and in the last checkpoint.
+    fn slot_free(&self, blkoff: usize) -> bool {
+        !bitmap::test_bit_msb(&self.valid_map, blkoff)
+            && !bitmap::test_bit_msb(&self.ckpt_valid_map, blkoff)
+    }
+}
+
+/// One of the six logs.
+#[derive(Clone)]
+pub struct CurSeg {
+    pub segno: u32,
+    pub next_blkoff: u16,
+    /// `checkpoint::LFS` (append to a free segment) or `checkpoint::SSR` (fill holes of a dirty one).
+    pub alloc_type: u8,
+    /// Owner of each block of the segment, written to the SSA when the log moves on.
+    pub sums: Vec<Summary>,
+}
+
+/// Counters the status report and the lab read.
+#[derive(Debug, Clone, Default)]
+pub struct AllocStats {
+    pub blocks_allocated: [u64; NR_CURSEG_TYPE],
+    pub ssr_blocks: u64,
+    pub segments_opened: u64,
+}
+
+/// Block allocation over the six logs, SIT bookkeeping, SSA writes.
+///
+/// Invariants (checked by `debug_check`): a segment's `valid` equals the
+/// popcount of its map; the six current segments are distinct; an LFS log
+/// has no valid block at or after `next_blkoff`; no block valid in the last
+/// checkpoint is handed out before the next checkpoint commits.
+pub struct SegmentManager {
+    main_blkaddr: u32,
+    ssa_blkaddr: u32,
+    segs_per_sec: u32,
+    pub segs: Vec<SegInfo>,
+    pub cursegs: [CurSeg; NR_CURSEG_TYPE],
+    /// Segments whose SIT entry changed since the last checkpoint.
+    pub dirty_sit: std::collections::BTreeSet<u32>,
+    /// SSA blocks to write: (segno, summary block).
+    pub pending_ssa: Vec<(u32, Box<SummaryBlock>)>,
+    /// Seconds of the file system's age clock at mount (checkpoint elapsed_time).
+    elapsed_base: u64,
+    mounted_at: std::time::Instant,
+    pub stats: AllocStats,
+    /// Blocks in use (data, reserved and node blocks), as the checkpoint counts them.
+    pub valid_blocks: u64,
+    pub valid_nodes: u32,
+    pub valid_inodes: u32,
+    /// Blocks users may fill (main area minus overprovision).
+    pub user_blocks: u64,
+}
+
+use f2fuse_layout::segment::{Summary, SummaryBlock, SUM_TYPE_DATA, SUM_TYPE_NODE};
+use zerocopy::FromZeros;
+
+impl SegmentManager {
+    /// Builds the allocator from the loaded SIT and checkpoint. Node-log
+    /// summaries missing from the pack are rebuilt from the node footers.
+    pub fn new(
+        dev: &Device,
+        sb: &SuperBlock,
+        cp: &CheckpointState,
+        sit: &SitTable,
+    ) -> Result<SegmentManager> {
+        let segs: Vec<SegInfo> = sit.entries.iter().map(SegInfo::from_entry).collect();
+        let main_blkaddr = sb.main_blkaddr.get();
+        let mut cursegs: Vec<CurSeg> = Vec::with_capacity(NR_CURSEG_TYPE);
+        for log in CursegType::ALL {
+            let (segno, blkoff) = cp.cp.curseg(log);
+            let alloc_type = cp.cp.alloc_type_of(log);
+            let mut sums = match &cp.cur_summaries[log as usize] {
+                Some(entries) => entries.clone(),
+                None => Vec::new(),
+            };
+            if sums.is_empty() && log.is_node() {
+                // Rebuild from the footers of the blocks written so far.
+                let start = main_blkaddr as u64 + segno as u64 * BLOCKS_PER_SEG as u64;
+                let mut buf = vec![0u8; blkoff as usize * F2FS_BLKSIZE];
+                dev.read_blocks(start, &mut buf)?;
+                for block in buf.chunks_exact(F2FS_BLKSIZE) {
+                    let nid = f2fuse_layout::node::footer_of(block).nid.get();
+                    sums.push(Summary::new(nid, 0, 0));
+                }
+            }
+            sums.resize(ENTRIES_IN_SUM, Summary::default());
+            let seg = &segs[segno as usize];
+            if seg.seg_type != log as u8 && (seg.valid > 0 || blkoff > 0) {
+                return Err(Corrupt::new(
+                    "checkpoint",
+                    format!(
+                        "{} log segment {segno} has SIT type {}",
+                        log.name(),
+                        seg.seg_type
+                    ),
+                )
+                .into());
+            }
+            cursegs.push(CurSeg {
+                segno,
+                next_blkoff: blkoff,
+                alloc_type,
+                sums,
+            });
+        }
+        let cursegs: [CurSeg; NR_CURSEG_TYPE] =
+            cursegs.try_into().unwrap_or_else(|_| unreachable!());
+        let mut sm = SegmentManager {
+            main_blkaddr,
+            ssa_blkaddr: sb.ssa_blkaddr.get(),
+            segs_per_sec: sb.segs_per_sec.get(),
+            segs,
+            cursegs,
+            dirty_sit: Default::default(),
+            pending_ssa: Vec::new(),
+            elapsed_base: cp.cp.elapsed_time.get(),
+            mounted_at: std::time::Instant::now(),
+            stats: AllocStats::default(),
+            valid_blocks: cp.cp.valid_block_count.get(),
+            valid_nodes: cp.cp.valid_node_count.get(),
+            valid_inodes: cp.cp.valid_inode_count.get(),
+            user_blocks: cp.cp.user_block_count.get(),
+        };
+        // The SIT type of a current segment must be its log type (fsck checks it).
+        for log in CursegType::ALL {
+            let segno = sm.cursegs[log as usize].segno;
+            if sm.segs[segno as usize].seg_type != log as u8 {
+                sm.segs[segno as usize].seg_type = log as u8;
+                sm.dirty_sit.insert(segno);
+            }
+            if sm.cursegs[log as usize].alloc_type == checkpoint_lfs() {
+                sm.check_lfs_tail(log)?;
+            }
+        }
+        Ok(sm)
+    }
+
+    fn check_lfs_tail(&self, log: CursegType) -> Result<()> {
+        let cs = &self.cursegs[log as usize];
+        let seg = &self.segs[cs.segno as usize];
+        for b in cs.next_blkoff as usize..BLOCKS_PER_SEG as usize {
+            if bitmap::test_bit_msb(&seg.valid_map, b) {
+                return Err(Corrupt::new(
+                    "checkpoint",
+                    format!(
+                        "{} log: block {b} of segment {} is valid past next_blkoff {}",
+                        log.name(),
+                        cs.segno,
+                        cs.next_blkoff
+                    ),
+                )
+                .into());
+            }
+        }
+        Ok(())
+    }
+
+    pub fn main_segments(&self) -> u32 {
+        self.segs.len() as u32
+    }
+
+    pub fn segno_of(&self, blkaddr: u32) -> u32 {
+        (blkaddr - self.main_blkaddr) / BLOCKS_PER_SEG
+    }
+
+    pub fn blkaddr_of(&self, segno: u32, blkoff: u32) -> u32 {
+        self.main_blkaddr + segno * BLOCKS_PER_SEG + blkoff
+    }
+
+    /// The age clock used for SIT mtimes: seconds the file system has been mounted in total.
+    pub fn elapsed_now(&self) -> u64 {
+        self.elapsed_base + self.mounted_at.elapsed().as_secs()
+    }
+
+    fn is_current(&self, segno: u32) -> bool {
+        self.cursegs.iter().any(|c| c.segno == segno)
+    }
+
+    /// Free segments (excluding the current ones).
+    pub fn free_segments(&self) -> u32 {
+        self.segs
+            .iter()
+            .enumerate()
+            .filter(|(segno, s)| s.is_free() && !self.is_current(*segno as u32))
+            .count() as u32
+    }
+
+    /// Segments with no valid block (free now or after the next checkpoint), excluding current ones.
+    pub fn free_segments_after_checkpoint(&self) -> u32 {
+        self.segs
+            .iter()
+            .enumerate()
+            .filter(|(segno, s)| s.valid == 0 && !self.is_current(*segno as u32))
+            .count() as u32
+    }
+
+    /// Sections whose every segment is free and none is current.
+    pub fn free_sections(&self) -> u32 {
+        let per = self.segs_per_sec as usize;
+        (0..self.segs.len() / per)
+            .filter(|sec| {
+                (sec * per..(sec + 1) * per)
+                    .all(|s| self.segs[s].is_free() && !self.is_current(s as u32))
+            })
+            .count() as u32
+    }
+
+    fn section_is_free(&self, segno: u32) -> bool {
+        let per = self.segs_per_sec;
+        let first = segno / per * per;
+        (first..first + per).all(|s| self.segs[s as usize].is_free() && !self.is_current(s))
+    }
+
+    /// Picks the next segment for a log: the next one in its section if free,
+    /// else the first free section after the current position (wrapping).
+    fn pick_new_segment(&self, log: CursegType) -> Option<u32> {
+        let cur = self.cursegs[log as usize].segno;
+        let per = self.segs_per_sec;
+        let next = cur + 1;
+        if next % per != 0
+            && (next as usize) < self.segs.len()
+            && self.segs[next as usize].is_free()
+            && !self.is_current(next)
+        {
+            return Some(next);
+        }
+        let sections = self.segs.len() as u32 / per;
+        let start = cur / per + 1;
+        (0..sections)
+            .map(|i| (start + i) % sections)
+            .find(|&sec| self.section_is_free(sec * per))
+            .map(|sec| sec * per)
+    }
+
+    /// Moves `log` to a new segment; its old summary goes to the SSA.
+    fn open_new_segment(&mut self, log: CursegType) -> Result<()> {
+        let new = self
+            .pick_new_segment(log)
+            .ok_or_else(|| crate::error::Error::errno(libc::ENOSPC, "no free segment left"))?;
+        self.retire_curseg(log);
+        let cs = &mut self.cursegs[log as usize];
+        cs.segno = new;
+        cs.next_blkoff = 0;
+        cs.alloc_type = checkpoint_lfs();
+        cs.sums.iter_mut().for_each(|s| *s = Summary::default());
+        let seg = &mut self.segs[new as usize];
+        seg.seg_type = log as u8;
+        seg.mtime = 0;
+        self.dirty_sit.insert(new);
+        self.stats.segments_opened += 1;
+        Ok(())
+    }
+
+    /// Queues the summary block of a log's segment for the SSA area.
+    fn retire_curseg(&mut self, log: CursegType) {
+        let cs = &self.cursegs[log as usize];
+        let mut block = SummaryBlock::new_zeroed();
+        block.entries.copy_from_slice(&cs.sums);
+        block.footer.entry_type = if log.is_node() {
+            SUM_TYPE_NODE
+        } else {
+            SUM_TYPE_DATA
+        };
+        self.pending_ssa.retain(|(segno, _)| *segno != cs.segno);
+        self.pending_ssa.push((cs.segno, Box::new(block)));
+    }
+
+    /// SSA block address of a segment.
+    pub fn ssa_addr(&self, segno: u32) -> u64 {
+        self.ssa_blkaddr as u64 + segno as u64
+    }
+
+    /// Hands out the next block of `log`, recording its owner. Opens a new
+    /// segment when the current one is full (LFS), or continues in holes
+    /// (SSR).
+    pub fn allocate(&mut self, log: CursegType, owner: Summary) -> Result<u32> {
+        loop {
+            let cs = &self.cursegs[log as usize];
+            let seg = &self.segs[cs.segno as usize];
+            let mut off = cs.next_blkoff as usize;
+            if cs.alloc_type == checkpoint_ssr() {
+                while off < BLOCKS_PER_SEG as usize && !seg.slot_free(off) {
+                    off += 1;
+                }
+            }
+            if off >= BLOCKS_PER_SEG as usize {
+                self.open_new_segment(log)?;
+                continue;
+            }
+            let segno = cs.segno;
+            let ssr = cs.alloc_type == checkpoint_ssr();
+            let now = self.elapsed_now();
+            let cs = &mut self.cursegs[log as usize];
+            cs.sums[off] = owner;
+            cs.next_blkoff = off as u16 + 1;
+            let seg = &mut self.segs[segno as usize];
+            debug_assert!(seg.slot_free(off) || !ssr && !bitmap::test_bit_msb(&seg.valid_map, off));
+            bitmap::set_bit_msb(&mut seg.valid_map, off, true);
+            seg.mtime = if seg.mtime == 0 {
+                now
+            } else {
+                (seg.mtime * seg.valid as u64 + now) / (seg.valid as u64 + 1)
+            };
+            seg.valid += 1;
+            self.dirty_sit.insert(segno);
+            self.stats.blocks_allocated[log as usize] += 1;
+            if ssr {
+                self.stats.ssr_blocks += 1;
+            }
+            return Ok(self.blkaddr_of(segno, off as u32));
+        }
+    }
+
+    /// Marks a block invalid (its content was rewritten elsewhere or freed).
+    pub fn invalidate(&mut self, blkaddr: u32) {
+        let segno = self.segno_of(blkaddr);
+        let off = ((blkaddr - self.main_blkaddr) % BLOCKS_PER_SEG) as usize;
+        let seg = &mut self.segs[segno as usize];
+        debug_assert!(
+            bitmap::test_bit_msb(&seg.valid_map, off),
+            "invalidating free block {blkaddr}"
+        );
+        if bitmap::test_bit_msb(&seg.valid_map, off) {
+            bitmap::set_bit_msb(&mut seg.valid_map, off, false);
+            seg.valid -= 1;
+            self.dirty_sit.insert(segno);
+        }
+    }
+
+    pub fn is_valid(&self, blkaddr: u32) -> bool {
+        let segno = self.segno_of(blkaddr);
+        let off = ((blkaddr - self.main_blkaddr) % BLOCKS_PER_SEG) as usize;
+        bitmap::test_bit_msb(&self.segs[segno as usize].valid_map, off)
+    }
+
+    /// Switches a log to SSR on the dirty segment of its type with the fewest
+    /// valid blocks (checkpointed and current), if there is one.
+    pub fn switch_to_ssr(&mut self, log: CursegType) -> bool {
+        let victim = self
+            .segs
+            .iter()
+            .enumerate()
+            .filter(|(segno, s)| {
+                s.seg_type == log as u8 && !self.is_current(*segno as u32) && !s.is_free() && {
+                    let used = (0..BLOCKS_PER_SEG as usize)
+                        .filter(|&b| !s.slot_free(b))
+                        .count();
+                    used < BLOCKS_PER_SEG as usize
+                }
+            })
+            .min_by_key(|(_, s)| s.valid.max(s.ckpt_valid))
+            .map(|(segno, _)| segno as u32);
+        let Some(segno) = victim else { return false };
+        self.retire_curseg(log);
+        let cs = &mut self.cursegs[log as usize];
+        cs.segno = segno;
+        cs.next_blkoff = 0;
+        cs.alloc_type = checkpoint_ssr();
+        true
+    }
+
+    /// Loads the summaries of an SSR target segment from the SSA (or from
+    /// the pending writes). Called with the block read by the caller.
+    pub fn set_curseg_sums(&mut self, log: CursegType, sums: &[Summary]) {
+        self.cursegs[log as usize].sums.copy_from_slice(sums);
+    }
+
+    /// Accounts `blocks` more blocks in use, or fails with ENOSPC.
+    pub fn reserve_blocks(&mut self, blocks: u64) -> Result<()> {
+        if self.valid_blocks + blocks > self.user_blocks {
+            return Err(crate::error::Error::errno(libc::ENOSPC, "no space left"));
+        }
+        self.valid_blocks += blocks;
+        Ok(())
+    }
+
+    pub fn release_blocks(&mut self, blocks: u64) {
+        debug_assert!(self.valid_blocks >= blocks);
+        self.valid_blocks -= blocks;
+    }
+
+    /// Blocks still available to users.
+    pub fn free_user_blocks(&self) -> u64 {
+        self.user_blocks.saturating_sub(self.valid_blocks)
+    }
+
+    /// SIT entries changed since the last checkpoint.
+    pub fn dirty_entries(&self) -> Vec<(u32, SitEntry)> {
+        self.dirty_sit
+            .iter()
+            .map(|&s| (s, self.segs[s as usize].to_entry()))
+            .collect()
+    }
+
+    /// After a checkpoint commits: what it recorded is now the checkpointed state.
+    pub fn commit_checkpoint(&mut self) {
+        for segno in std::mem::take(&mut self.dirty_sit) {
+            let seg = &mut self.segs[segno as usize];
+            seg.ckpt_valid_map = seg.valid_map;
+            seg.ckpt_valid = seg.valid;
+        }
+    }
+
+    /// Checks the invariants in debug builds.
+    pub fn debug_check(&self) {
+        if cfg!(debug_assertions) {
+            for (segno, s) in self.segs.iter().enumerate() {
+                assert_eq!(
+                    bitmap::count_ones(&s.valid_map),
+                    s.valid as u32,
+                    "segment {segno} valid count"
+                );
+            }
+            for (i, a) in self.cursegs.iter().enumerate() {
+                for b in &self.cursegs[i + 1..] {
+                    assert_ne!(a.segno, b.segno, "two logs share a segment");
+                }
+            }
+        }
+    }
+}
+
+fn checkpoint_lfs() -> u8 {
+    f2fuse_layout::checkpoint::LFS
+}
+
+fn checkpoint_ssr() -> u8 {
+    f2fuse_layout::checkpoint::SSR
+}
+
+use f2fuse_layout::segment::{sit_block_addr as sit_addr, SitJournal};
+use std::collections::BTreeMap;
+use zerocopy::IntoBytes;
+
+/// The SIT part of a checkpoint being written.
+pub struct SitFlush {
+    pub journal: SitJournal,
+    pub bits: Vec<u8>,
+}
+
+impl SegmentManager {
+    /// Writes queued SSA blocks.
+    pub fn write_pending_ssa(&mut self, dev: &Device) -> Result<()> {
+        for (segno, block) in std::mem::take(&mut self.pending_ssa) {
+            dev.write_blocks(self.ssa_addr(segno), block.as_bytes())?;
+        }
+        Ok(())
+    }
+
+    /// Dirty SIT entries into the journal if they fit with what it holds,
+    /// else every journal and dirty entry into SIT blocks written to their
+    /// other copy (the bitmap bits flip).
+    pub fn flush_sit(
+        &self,
+        dev: &Device,
+        sb: &SuperBlock,
+        cp: &CheckpointState,
+    ) -> Result<SitFlush> {
+        let mut entries: BTreeMap<u32, SitEntry> = BTreeMap::new();
+        for je in cp.sit_journal.valid_entries()? {
+            let segno = je.segno.get();
+            entries.insert(segno, self.segs[segno as usize].to_entry());
+        }
+        for (segno, entry) in self.dirty_entries() {
+            entries.insert(segno, entry);
+        }
+        let mut bits = cp.sit_bitmap.clone();
+        let mut journal = SitJournal::empty();
+        if entries.len() <= SIT_JOURNAL_ENTRIES {
+            journal.n_sits.set(entries.len() as u16);
+            for (slot, (segno, entry)) in entries.into_iter().enumerate() {
+                journal.entries[slot].segno.set(segno);
+                journal.entries[slot].se = entry;
+            }
+            return Ok(SitFlush { journal, bits });
+        }
+        let blocks: std::collections::BTreeSet<u32> =
+            entries.keys().map(|s| s / SIT_ENTRY_PER_BLOCK).collect();
+        let per_copy = sb.sit_blocks_per_copy();
+        for index in blocks {
+            let mut block = SitBlock::new_zeroed();
+            let first = index * SIT_ENTRY_PER_BLOCK;
+            for slot in 0..SIT_ENTRY_PER_BLOCK {
+                if let Some(seg) = self.segs.get((first + slot) as usize) {
+                    block.entries[slot as usize] = seg.to_entry();
+                }
+            }
+            let new_copy = !bitmap::test_bit_msb(&bits, index as usize);
+            dev.write_blocks(
+                sit_addr(sb.sit_blkaddr.get(), per_copy, index, new_copy as u8),
+                block.as_bytes(),
+            )?;
+            bitmap::set_bit_msb(&mut bits, index as usize, new_copy);
+        }
+        Ok(SitFlush { journal, bits })
+    }
+}

@@ -27,3 +27,169 @@ pub fn read_xattrs(nm: &NodeManager, inode: &InodeInfo) -> Result<Vec<XattrEntry
     let buf = xattr_buffer(nm, inode)?;
     Ok(parse_xattrs(&buf).map_err(|e| e.at(format!("inode {}", inode.ino)))?)
 }
+
+use crate::error::Error;
+use crate::inode::{now, set_ctime, Ctx};
+use f2fuse_layout::node::{inode_of_mut, InodeLayout};
+use f2fuse_layout::xattr::{encode_xattrs, encoded_len, split_name, XATTR_NAME_MAX};
+
+/// XATTR_CREATE / XATTR_REPLACE semantics.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SetMode {
+    #[default]
+    Any,
+    /// Fail with EEXIST if the attribute exists.
+    Create,
+    /// Fail with ENODATA if it does not.
+    Replace,
+}
+
+/// Largest value the kernel accepts (it must fit the xattr space with its entry).
+pub fn max_value_len(inode: &InodeInfo) -> usize {
+    4 * inode.layout.inline_xattr_words + NODE_PAYLOAD_SIZE
+        - f2fuse_layout::xattr::XATTR_HEADER_SIZE
+        - 4
+        - 4
+}
+
+/// Sets (`value` Some) or removes (`None`) the xattr `full_name`.
+pub fn set_xattr(
+    ctx: &Ctx,
+    ino: u32,
+    full_name: &[u8],
+    value: Option<&[u8]>,
+    mode: SetMode,
+) -> Result<()> {
+    let (index, suffix) = split_name(full_name).ok_or_else(|| {
+        Error::errno(
+            libc::EOPNOTSUPP,
+            format!(
+                "xattr namespace of {:?}",
+                String::from_utf8_lossy(full_name)
+            ),
+        )
+    })?;
+    if suffix.len() > XATTR_NAME_MAX {
+        return Err(Error::errno(libc::ERANGE, "xattr name too long"));
+    }
+    let inode = ctx.inode(ino)?;
+    if let Some(v) = value {
+        if v.len() > max_value_len(&inode) {
+            return Err(Error::errno(
+                libc::E2BIG,
+                format!("xattr value of {} bytes", v.len()),
+            ));
+        }
+    }
+    let mut entries = read_xattrs(ctx.nm, &inode)?;
+    let pos = entries
+        .iter()
+        .position(|e| e.index == index && e.name == suffix);
+    match (mode, pos, value) {
+        (SetMode::Create, Some(_), _) => {
+            return Err(Error::errno(
+                libc::EEXIST,
+                String::from_utf8_lossy(full_name),
+            ))
+        }
+        (SetMode::Replace, None, _) | (_, None, None) => {
+            return Err(Error::errno(
+                libc::ENODATA,
+                String::from_utf8_lossy(full_name),
+            ))
+        }
+        _ => {}
+    }
+    match (pos, value) {
+        (Some(p), Some(v)) => entries[p].value = v.to_vec(),
+        (Some(p), None) => {
+            entries.remove(p);
+        }
+        (None, Some(v)) => entries.push(XattrEntry {
+            index,
+            name: suffix.to_vec(),
+            value: v.to_vec(),
+        }),
+        (None, None) => unreachable!("rejected above"),
+    }
+    store_xattrs(ctx, &inode, &entries)?;
+    let t = now();
+    ctx.update_inode(ino, |raw| set_ctime(raw, t))
+}
+
+/// Writes the whole xattr set: inline area first, the xattr node for the rest.
+fn store_xattrs(ctx: &Ctx, inode: &InodeInfo, entries: &[XattrEntry]) -> Result<()> {
+    let inline_bytes = 4 * inode.layout.inline_xattr_words;
+    let needed = encoded_len(entries);
+    let use_node = needed > inline_bytes;
+    let total = inline_bytes + if use_node { NODE_PAYLOAD_SIZE } else { 0 };
+    let buf = encode_xattrs(entries, total)
+        .ok_or_else(|| Error::errno(libc::ENOSPC, "no room for more xattrs"))?;
+    let ino = inode.ino;
+    let features = ctx.check.features;
+    if inline_bytes > 0 {
+        ctx.nm.update_node(
+            ino,
+            NodeExpect {
+                ino: Some(ino),
+                ofs: Some(0),
+            },
+            |block| {
+                let layout =
+                    InodeLayout::of(inode_of_mut(block), features).expect("validated inode");
+                block[layout.inline_xattr_range()].copy_from_slice(&buf[..inline_bytes]);
+            },
+        )?;
+    }
+    let mut xnid = inode.xattr_nid;
+    if use_node && xnid == 0 {
+        ctx.space.lock().reserve_blocks(1)?;
+        xnid = match ctx.nm.alloc_nid() {
+            Ok(nid) => nid,
+            Err(e) => {
+                ctx.space.lock().release_blocks(1);
+                return Err(e);
+            }
+        };
+        ctx.nm.new_node(
+            xnid,
+            ino,
+            XATTR_NODE_OFFSET,
+            inode.kind != crate::inode::FileKind::Directory,
+        )?;
+        ctx.space.lock().valid_nodes += 1;
+        ctx.update_inode(ino, |raw| {
+            raw.i_xattr_nid.set(xnid);
+            raw.i_blocks.set(raw.i_blocks.get() + 1);
+        })?;
+    }
+    if use_node {
+        let expect = NodeExpect {
+            ino: Some(ino),
+            ofs: Some(XATTR_NODE_OFFSET),
+        };
+        ctx.nm.update_node(xnid, expect, |block| {
+            block[..NODE_PAYLOAD_SIZE].copy_from_slice(&buf[inline_bytes..])
+        })?;
+    } else if xnid != 0 {
+        free_xattr_node(ctx, ino, xnid)?;
+    }
+    Ok(())
+}
+
+/// Frees the xattr node of inode `ino`.
+pub fn free_xattr_node(ctx: &Ctx, ino: u32, xnid: u32) -> Result<()> {
+    let old = ctx.nm.free_node(xnid)?;
+    {
+        let mut space = ctx.space.lock();
+        if let Some(addr) = old {
+            space.invalidate(addr);
+        }
+        space.release_blocks(1);
+        space.valid_nodes -= 1;
+    }
+    ctx.update_inode(ino, |raw| {
+        raw.i_xattr_nid.set(0);
+        raw.i_blocks.set(raw.i_blocks.get() - 1);
+    })
+}

@@ -42,7 +42,14 @@ fn image_file_buffered_and_direct() {
     let scratch = Scratch::new("devices");
     let (img, data) = sample_image(&scratch);
     for direct in [false, true] {
-        let fs = Fs::open_path(&img, OpenOptions { direct }).unwrap();
+        let fs = Fs::open_path(
+            &img,
+            OpenOptions {
+                direct,
+                ..Default::default()
+            },
+        )
+        .unwrap();
         assert_eq!(read_all(&fs, "/data.bin"), data, "direct={direct}");
     }
     let bytes = std::fs::read(&img).unwrap();

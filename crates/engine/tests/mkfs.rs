@@ -14,7 +14,8 @@ use support::{fsck_f2fs, mkfs_f2fs, require_f2fs_tools, Scratch};
 fn read_sb_and_cp(img: &std::path::Path) -> (SuperBlock, Checkpoint) {
     let fs = Fs::open_path(img, OpenOptions::default())
         .unwrap_or_else(|e| panic!("{}: {e}", img.display()));
-    (fs.superblock().clone(), fs.checkpoint().cp.clone())
+    let cp = fs.checkpoint_state().cp.clone();
+    (fs.superblock().clone(), cp)
 }
 
 /// Every superblock field that describes the layout (not ids, versions or checksums).
@@ -204,7 +205,7 @@ fn formats_an_in_memory_device_reproducibly() {
     assert_eq!(first, image(&opts), "same options must give the same bytes");
     let fs = Fs::open(Box::new(MemDevice::from_bytes(first))).unwrap();
     assert_eq!(fs.superblock().volume_label(), "données");
-    assert_eq!(fs.checkpoint().version(), 0x6B8B_4567);
+    assert_eq!(fs.checkpoint_state().version(), 0x6B8B_4567);
     let root = fs.inode(F2FS_ROOT_INO).unwrap();
     assert_eq!(
         (root.uid, root.gid, root.mtime.sec, root.links),
@@ -212,7 +213,7 @@ fn formats_an_in_memory_device_reproducibly() {
     );
     assert_eq!(
         fs.statfs().blocks,
-        fs.checkpoint().cp.user_block_count.get()
+        fs.checkpoint_state().cp.user_block_count.get()
     );
 }
 

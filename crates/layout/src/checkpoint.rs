@@ -207,7 +207,7 @@ impl Checkpoint {
         let payload = sb.cp_payload.get();
         let start_sum = self.cp_pack_start_sum.get();
         ensure!(
-            start_sum >= 1 + payload && start_sum <= BLOCKS_PER_SEG - 1 - NR_CURSEG_TYPE as u32,
+            start_sum > payload && start_sum <= BLOCKS_PER_SEG - 1 - NR_CURSEG_TYPE as u32,
             S,
             "cp_pack_start_sum {start_sum} with cp_payload {payload}"
         );
@@ -340,7 +340,7 @@ pub fn decode_compacted_summaries(
     counts: [usize; NR_CURSEG_DATA_TYPE],
 ) -> Result<DataSummaries> {
     ensure!(
-        blocks.len() % F2FS_BLKSIZE == 0 && !blocks.is_empty(),
+        blocks.len().is_multiple_of(F2FS_BLKSIZE) && !blocks.is_empty(),
         "compacted summary",
         "need whole blocks"
     );

@@ -153,7 +153,7 @@ impl InodeLayout {
             );
             let isize = read_u16(raw, I_EXTRA_ISIZE_OFFSET) as usize;
             ensure!(
-                isize >= 4 && isize <= F2FS_TOTAL_EXTRA_ATTR_SIZE && isize % 4 == 0,
+                (4..=F2FS_TOTAL_EXTRA_ATTR_SIZE).contains(&isize) && isize.is_multiple_of(4),
                 "inode",
                 "i_extra_isize {isize} (must be a multiple of 4 in 4..=36)"
             );
@@ -162,21 +162,24 @@ impl InodeLayout {
             0
         };
         let inline_xattr_words = if features & feature::FLEXIBLE_INLINE_XATTR != 0 {
-            if inode.i_inline & inline_flag::INLINE_XATTR != 0 {
+            // Like the kernel: with this feature the field decides, flag or not.
+            let has_flag = inode.i_inline & inline_flag::INLINE_XATTR != 0;
+            if extra_words == 0 {
                 ensure!(
-                    extra_words > 0,
+                    !has_flag,
                     "inode",
                     "flexible inline xattr without the extra attribute area"
                 );
+                0
+            } else {
                 let words = read_u16(raw, I_INLINE_XATTR_SIZE_OFFSET) as usize;
+                let min = if has_flag { 6 } else { 0 };
                 ensure!(
-                    (6..=MAX_INLINE_XATTR_WORDS).contains(&words),
+                    (min..=MAX_INLINE_XATTR_WORDS).contains(&words),
                     "inode",
-                    "i_inline_xattr_size {words} words outside 6..={MAX_INLINE_XATTR_WORDS}"
+                    "i_inline_xattr_size {words} words outside {min}..={MAX_INLINE_XATTR_WORDS}"
                 );
                 words
-            } else {
-                0
             }
         } else if inode.i_inline & (inline_flag::INLINE_XATTR | inline_flag::INLINE_DENTRY) != 0 {
             DEFAULT_INLINE_XATTR_ADDRS
@@ -359,8 +362,8 @@ pub fn is_dnode_offset(ofs: u32) -> bool {
     if ofs == IND_OFS_1 || ofs == IND_OFS_2 || ofs == DIND_OFS {
         return false;
     }
-    if ofs >= DIND_OFS + 1 {
-        return (ofs - DIND_OFS - 1) % (ADDRS_PER_BLOCK + 1) != 0;
+    if ofs > DIND_OFS {
+        return !(ofs - DIND_OFS - 1).is_multiple_of(ADDRS_PER_BLOCK + 1);
     }
     true
 }

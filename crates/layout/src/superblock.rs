@@ -311,9 +311,9 @@ impl SuperBlock {
         );
         ensure!(
             self.segment_count_sit.get() >= 2
-                && self.segment_count_sit.get() % 2 == 0
+                && self.segment_count_sit.get().is_multiple_of(2)
                 && self.segment_count_nat.get() >= 2
-                && self.segment_count_nat.get() % 2 == 0
+                && self.segment_count_nat.get().is_multiple_of(2)
                 && self.segment_count_ssa.get() >= 1,
             S,
             "metadata segment counts sit={} nat={} ssa={}",
@@ -377,6 +377,25 @@ impl SuperBlock {
             S,
             "file system end {fs_end} beyond block_count {}",
             self.block_count.get()
+        );
+        // Readers index the SIT and the NAT by these capacities.
+        let sit_entries = (self.segment_count_sit.get() as u64 / 2)
+            * BLOCKS_PER_SEG as u64
+            * SIT_ENTRY_PER_BLOCK as u64;
+        ensure!(
+            sit_entries >= main as u64,
+            S,
+            "SIT area ({} segments) cannot describe {main} main segments",
+            self.segment_count_sit.get()
+        );
+        let nids = (self.segment_count_nat.get() as u64 / 2)
+            * BLOCKS_PER_SEG as u64
+            * NAT_ENTRY_PER_BLOCK as u64;
+        ensure!(
+            nids <= u32::MAX as u64,
+            S,
+            "segment_count_nat {} holds {nids} nids, more than 32 bits can number",
+            self.segment_count_nat.get()
         );
         Ok(())
     }

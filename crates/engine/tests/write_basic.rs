@@ -1,0 +1,189 @@
+//! The writer on small scenarios: every change leaves an image fsck.f2fs
+//! accepts, and reopening shows exactly what was written.
+
+mod support;
+
+use f2fuse_engine::fs::{RenameFlags, SetAttr};
+use f2fuse_engine::mkfs::{format_path, parse_features, MkfsOptions};
+use f2fuse_engine::xattr::SetMode;
+use f2fuse_engine::{FileKind, Fs, OpenOptions};
+use f2fuse_layout::F2FS_ROOT_INO as ROOT;
+use std::path::Path;
+use support::*;
+
+fn rw(img: &Path) -> Fs {
+    Fs::open_path(
+        img,
+        OpenOptions {
+            writable: true,
+            ..Default::default()
+        },
+    )
+    .unwrap()
+}
+
+fn ro(img: &Path) -> Fs {
+    Fs::open_path(img, OpenOptions::default()).unwrap()
+}
+
+fn fresh(scratch: &Scratch, features: &str, size: u64) -> std::path::PathBuf {
+    let img = scratch.join("img");
+    let opts = MkfsOptions {
+        features: parse_features(features).unwrap(),
+        ..MkfsOptions::default()
+    };
+    format_path(&img, Some(size), &opts).unwrap();
+    img
+}
+
+fn assert_fsck(img: &Path, when: &str) {
+    if let Err(report) = fsck_f2fs(img) {
+        panic!("fsck.f2fs after {when}:\n{report}");
+    }
+}
+
+fn read_all(fs: &Fs, path: &str) -> Vec<u8> {
+    let inode = fs.resolve(path).unwrap();
+    let mut buf = vec![0u8; inode.size as usize];
+    assert_eq!(fs.read(&inode, 0, &mut buf).unwrap(), buf.len());
+    buf
+}
+
+fn pattern(len: usize, seed: u32) -> Vec<u8> {
+    (0..len as u32)
+        .map(|i| (i.wrapping_mul(2_654_435_761).wrapping_add(seed) >> 13) as u8)
+        .collect()
+}
+
+#[test]
+fn create_write_mkdir_reopen() {
+    if !require_f2fs_tools() {
+        return;
+    }
+    for features in [
+        "",
+        "extra_attr,inode_checksum,flexible_inline_xattr,inode_crtime,lost_found",
+    ] {
+        let scratch = Scratch::new("write-basic");
+        let img = fresh(&scratch, features, 128 << 20);
+        let small = b"hello f2fuse".to_vec();
+        let big = pattern(5_000_000, 7);
+        {
+            let fs = rw(&img);
+            let d = fs.mkdir(ROOT, b"dir", 0o755, 1000, 1000).unwrap();
+            let f = fs.create(d.ino, b"small.txt", 0o644, 1000, 1000).unwrap();
+            fs.write(f.ino, 0, &small).unwrap();
+            let g = fs.create(ROOT, b"big.bin", 0o600, 0, 0).unwrap();
+            for (i, chunk) in big.chunks(1 << 20).enumerate() {
+                fs.write(g.ino, (i << 20) as u64, chunk).unwrap();
+            }
+            fs.symlink(d.ino, b"link", b"../big.bin", 0, 0).unwrap();
+            fs.set_xattr(f.ino, b"user.note", b"v1", SetMode::Create)
+                .unwrap();
+            fs.unmount().unwrap();
+        }
+        assert_fsck(&img, &format!("create/write [{features}]"));
+        let fs = ro(&img);
+        assert_eq!(read_all(&fs, "/dir/small.txt"), small);
+        assert_eq!(read_all(&fs, "/big.bin"), big);
+        assert_eq!(
+            fs.read_link(&fs.resolve("/dir/link").unwrap()).unwrap(),
+            b"../big.bin"
+        );
+        let f = fs.resolve("/dir/small.txt").unwrap();
+        assert_eq!(fs.get_xattr(&f, b"user.note").unwrap(), b"v1");
+        assert_eq!((f.uid, f.gid, f.mode & 0o7777), (1000, 1000, 0o644));
+        assert_eq!(fs.resolve("/dir").unwrap().links, 2);
+        assert_eq!(fs.resolve("/").unwrap().kind, FileKind::Directory);
+    }
+}
+
+#[test]
+fn namespace_changes_stay_consistent() {
+    if !require_f2fs_tools() {
+        return;
+    }
+    let scratch = Scratch::new("write-ns");
+    let img = fresh(&scratch, "", 128 << 20);
+    {
+        let fs = rw(&img);
+        let a = fs.mkdir(ROOT, b"a", 0o755, 0, 0).unwrap();
+        let b = fs.mkdir(ROOT, b"b", 0o755, 0, 0).unwrap();
+        // Enough entries to convert the inline directory and grow hash levels.
+        for i in 0..600 {
+            let name = format!("file-with-a-longer-name-{i:04}");
+            let f = fs.create(a.ino, name.as_bytes(), 0o644, 0, 0).unwrap();
+            fs.write(f.ino, 0, name.as_bytes()).unwrap();
+        }
+        for i in (0..600).step_by(3) {
+            fs.unlink(a.ino, format!("file-with-a-longer-name-{i:04}").as_bytes())
+                .unwrap();
+        }
+        fs.rename(
+            a.ino,
+            b"file-with-a-longer-name-0001",
+            b.ino,
+            b"moved",
+            RenameFlags::default(),
+        )
+        .unwrap();
+        let sub = fs.mkdir(a.ino, b"sub", 0o700, 0, 0).unwrap();
+        fs.rename(a.ino, b"sub", b.ino, b"sub2", RenameFlags::default())
+            .unwrap();
+        let moved = fs.lookup(b.ino, b"moved").unwrap().ino;
+        fs.link(moved, ROOT, b"hardlink").unwrap();
+        fs.rename(
+            ROOT,
+            b"hardlink",
+            b.ino,
+            b"sub2",
+            RenameFlags {
+                noreplace: true,
+                exchange: false,
+            },
+        )
+        .unwrap_err();
+        fs.rename(
+            b.ino,
+            b"moved",
+            b.ino,
+            b"sub2",
+            RenameFlags {
+                noreplace: false,
+                exchange: true,
+            },
+        )
+        .unwrap();
+        assert_eq!(fs.lookup(b.ino, b"moved").unwrap().ino, sub.ino);
+        fs.rmdir(ROOT, b"b").unwrap_err();
+        fs.setattr(
+            moved,
+            &SetAttr {
+                size: Some(3),
+                mode: Some(0o600),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        fs.unmount().unwrap();
+    }
+    assert_fsck(&img, "namespace changes");
+    let fs = ro(&img);
+    let names: Vec<Vec<u8>> = fs
+        .read_dir(fs.resolve("/a").unwrap().ino)
+        .unwrap()
+        .into_iter()
+        .map(|e| e.name)
+        .collect();
+    assert_eq!(names.len(), 2 + 600 - 200 - 1);
+    assert_eq!(read_all(&fs, "/b/sub2"), b"fil");
+    assert_eq!(read_all(&fs, "/hardlink"), b"fil");
+    assert_eq!(fs.resolve("/hardlink").unwrap().links, 2);
+    assert_eq!(
+        fs.lookup(fs.resolve("/b/moved").unwrap().ino, b"..")
+            .unwrap()
+            .ino,
+        fs.resolve("/b").unwrap().ino
+    );
+    assert_eq!(fs.resolve("/b").unwrap().links, 3);
+}
