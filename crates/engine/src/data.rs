@@ -351,70 +351,94 @@ pub fn write_blocks(
     data: &[u8],
     log: CursegType,
 ) -> Result<u64> {
+    write_blocks_upto(ctx, inode, first, data, log).map_err(|(_, e)| e)
+}
+
+/// [`write_blocks`], but a failure also says how many leading blocks were
+/// written: those are fully in place (data on disk, counted in i_blocks),
+/// the others untouched.
+pub fn write_blocks_upto(
+    ctx: &Ctx,
+    inode: &InodeInfo,
+    first: u64,
+    data: &[u8],
+    log: CursegType,
+) -> std::result::Result<u64, (usize, Error)> {
     debug_assert!(data.len() % F2FS_BLKSIZE == 0);
     let mut filled = 0u64;
+    let mut done = 0usize;
     let mut run: Option<(u32, usize, usize)> = None; // (first addr, first chunk, chunks)
-    for i in 0..data.len() / F2FS_BLKSIZE {
-        let index = first + i as u64;
-        let slot = addr_slot(ctx, inode, index, true)?.expect("created");
-        let old = get_addr(ctx, inode, &slot)?;
-        if old == NULL_ADDR {
-            ctx.space.lock().reserve_blocks(1)?;
-            filled += 1;
+    let mut place_all = || -> Result<()> {
+        for i in 0..data.len() / F2FS_BLKSIZE {
+            let index = first + i as u64;
+            let slot = addr_slot(ctx, inode, index, true)?.expect("created");
+            let old = get_addr(ctx, inode, &slot)?;
+            if old == NULL_ADDR {
+                ctx.space.lock().reserve_blocks(1)?;
+                filled += 1;
+            }
+            let version = ctx.nm.nat_entry(slot.nid)?.version;
+            let new = {
+                let mut space = ctx.space.lock();
+                let new = space.allocate(log, Summary::new(slot.nid, version, slot.ofs_in_node));
+                if let (Ok(_), true) = (&new, old != NULL_ADDR && old != NEW_ADDR) {
+                    space.invalidate(old);
+                }
+                new
+            };
+            let new = match new {
+                Ok(new) => new,
+                Err(e) => {
+                    if old == NULL_ADDR {
+                        ctx.space.lock().release_blocks(1);
+                        filled -= 1;
+                    }
+                    return Err(e);
+                }
+            };
+            set_addr(ctx, inode, &slot, new)?;
+            done = i + 1;
+            run = match run {
+                Some((start, from, n)) if start + n as u32 == new => Some((start, from, n + 1)),
+                Some((start, from, n)) => {
+                    ctx.dev.write_blocks(
+                        start as u64,
+                        &data[from * F2FS_BLKSIZE..(from + n) * F2FS_BLKSIZE],
+                    )?;
+                    Some((new, i, 1))
+                }
+                None => Some((new, i, 1)),
+            };
         }
-        let version = ctx.nm.nat_entry(slot.nid)?.version;
-        let new = {
-            let mut space = ctx.space.lock();
-            let new = space.allocate(log, Summary::new(slot.nid, version, slot.ofs_in_node));
-            if let (Ok(_), true) = (&new, old != NULL_ADDR && old != NEW_ADDR) {
-                space.invalidate(old);
-            }
-            new
-        };
-        let new = match new {
-            Ok(new) => new,
-            Err(e) => {
-                if old == NULL_ADDR {
-                    ctx.space.lock().release_blocks(1);
-                    filled -= 1;
-                }
-                if filled > 0 {
-                    ctx.update_inode(inode.ino, |raw| {
-                        raw.i_blocks.set(raw.i_blocks.get() + filled)
-                    })?;
-                }
-                return Err(e);
-            }
-        };
-        set_addr(ctx, inode, &slot, new)?;
-        run = match run {
-            Some((start, from, n)) if start + n as u32 == new => Some((start, from, n + 1)),
-            Some((start, from, n)) => {
-                ctx.dev.write_blocks(
-                    start as u64,
-                    &data[from * F2FS_BLKSIZE..(from + n) * F2FS_BLKSIZE],
-                )?;
-                Some((new, i, 1))
-            }
-            None => Some((new, i, 1)),
-        };
-    }
-    if let Some((start, from, n)) = run {
-        ctx.dev.write_blocks(
+        Ok(())
+    };
+    let placed = place_all();
+    // On failure too, the blocks placed so far get their data and their count.
+    let flushed = match run {
+        Some((start, from, n)) => ctx.dev.write_blocks(
             start as u64,
             &data[from * F2FS_BLKSIZE..(from + n) * F2FS_BLKSIZE],
-        )?;
-    }
-    if filled > 0 {
+        ),
+        None => Ok(()),
+    };
+    let counted = if filled > 0 {
         ctx.update_inode(inode.ino, |raw| {
             raw.i_blocks.set(raw.i_blocks.get() + filled)
-        })?;
+        })
+    } else {
+        Ok(())
+    };
+    match placed.and(flushed).and(counted) {
+        Ok(()) => Ok(filled),
+        Err(e) => Err((done, e)),
     }
-    Ok(filled)
 }
 
 /// Writes `data` at byte `offset` of a regular file or symlink, growing it.
-pub fn write_data(ctx: &Ctx, ino: u32, offset: u64, data: &[u8]) -> Result<()> {
+/// Returns the bytes written, fewer than asked when the write reaches the
+/// largest file size or when space runs out after some blocks were written
+/// (a short write, as POSIX allows); fails only if nothing was written.
+pub fn write_data(ctx: &Ctx, ino: u32, offset: u64, data: &[u8]) -> Result<usize> {
     let mut inode = ctx.inode(ino)?;
     check_readable(&inode)?;
     if !matches!(inode.kind, Kind::Regular | Kind::Symlink) {
@@ -423,22 +447,24 @@ pub fn write_data(ctx: &Ctx, ino: u32, offset: u64, data: &[u8]) -> Result<()> {
             format!("inode {ino} is not a regular file"),
         ));
     }
-    let end = offset
-        .checked_add(data.len() as u64)
-        .filter(|&end| end <= max_file_blocks(inode.addrs_per_inode()) * F2FS_BLKSIZE as u64)
-        .ok_or_else(|| {
-            Error::errno(
-                libc::EFBIG,
-                format!("inode {ino}: write past the largest file size"),
-            )
-        })?;
     if data.is_empty() {
-        return Ok(());
+        return Ok(0);
     }
+    let max = max_file_blocks(inode.addrs_per_inode()) * F2FS_BLKSIZE as u64;
+    if offset >= max {
+        return Err(Error::errno(
+            libc::EFBIG,
+            format!("inode {ino}: write past the largest file size"),
+        ));
+    }
+    // Like the kernel, a write crossing the largest file size stops there.
+    let data = &data[..(data.len() as u64).min(max - offset) as usize];
+    let end = offset + data.len() as u64;
     if inline::has_inline_data(&inode) {
         if end <= inode.layout.max_inline_data() as u64 {
             inline::write_inline_data(ctx, ino, offset as usize, data)?;
-            return finish_write(ctx, ino, end);
+            finish_write(ctx, ino, end)?;
+            return Ok(data.len());
         }
         convert_inline_to_block(ctx, &inode)?;
         inode = ctx.inode(ino)?;
@@ -458,20 +484,34 @@ pub fn write_data(ctx: &Ctx, ino: u32, offset: u64, data: &[u8]) -> Result<()> {
         read_block_into(ctx, &inode, last, &mut buf[at..at + F2FS_BLKSIZE])?;
     }
     buf[head..head + data.len()].copy_from_slice(data);
-    write_blocks(ctx, &inode, first, &buf, data_log(&inode))?;
-    finish_write(ctx, ino, end)
+    match write_blocks_upto(ctx, &inode, first, &buf, data_log(&inode)) {
+        Ok(_) => {
+            finish_write(ctx, ino, end)?;
+            Ok(data.len())
+        }
+        Err((done, e)) => {
+            let written = ((first + done as u64) * bs).min(end).saturating_sub(offset);
+            if written == 0 || e.to_errno() != libc::ENOSPC {
+                return Err(e);
+            }
+            finish_write(ctx, ino, offset + written)?;
+            Ok(written as usize)
+        }
+    }
 }
 
 /// Moves a file's inline bytes to block 0 (the kernel converts before a file
 /// outgrows its inode).
 pub fn convert_inline_to_block(ctx: &Ctx, inode: &InodeInfo) -> Result<()> {
-    let old = inline::take_inline_data(ctx, inode)?;
+    let old = inline::inline_data(inode);
     if old.iter().any(|&b| b != 0) {
-        let inode = ctx.inode(inode.ino)?;
+        // Block 0 first: its address word is not part of the inline area,
+        // and if there is no space the file is still unchanged.
         let mut block = vec![0u8; F2FS_BLKSIZE];
-        block[..old.len()].copy_from_slice(&old);
-        write_blocks(ctx, &inode, 0, &block, data_log(&inode))?;
+        block[..old.len()].copy_from_slice(old);
+        write_blocks(ctx, inode, 0, &block, data_log(inode))?;
     }
+    inline::take_inline_data(ctx, inode)?;
     Ok(())
 }
 
@@ -606,7 +646,12 @@ fn child_node_ofs(ofs: u32, levels: u32, slot: u32) -> u32 {
 /// Frees every block at file index >= `from` (and the nodes left empty).
 pub fn truncate_blocks(ctx: &Ctx, ino: u32, from: u64) -> Result<()> {
     let inode = ctx.inode(ino)?;
-    if inline::has_inline_data(&inode) {
+    // Inline bytes (data or dentries) and device numbers sit where the
+    // addresses would be; fifos and sockets have no blocks either.
+    if inline::has_inline_data(&inode)
+        || inline::has_inline_dentry(&inode)
+        || !matches!(inode.kind, Kind::Regular | Kind::Directory | Kind::Symlink)
+    {
         return Ok(());
     }
     let a = inode.addrs_per_inode() as u64;
@@ -669,9 +714,9 @@ pub fn truncate(ctx: &Ctx, ino: u32, size: u64) -> Result<()> {
             inline::truncate_inline_data(ctx, ino, size as usize)?;
         } else {
             let bs = F2FS_BLKSIZE as u64;
-            truncate_blocks(ctx, ino, size.div_ceil(bs))?;
+            // Zero the tail of the new last block before freeing anything:
+            // only this step can run out of space.
             if size % bs != 0 {
-                let inode = ctx.inode(ino)?;
                 let index = size / bs;
                 let mut block = vec![0u8; F2FS_BLKSIZE];
                 read_block_into(ctx, &inode, index, &mut block)?;
@@ -681,6 +726,7 @@ pub fn truncate(ctx: &Ctx, ino: u32, size: u64) -> Result<()> {
                     write_blocks(ctx, &inode, index, &block, data_log(&inode))?;
                 }
             }
+            truncate_blocks(ctx, ino, size.div_ceil(bs))?;
         }
     }
     let t = now();

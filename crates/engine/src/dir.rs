@@ -225,6 +225,9 @@ pub fn convert_inline_dir(ctx: &Ctx, dir: &InodeInfo) -> Result<()> {
             set.insert(e.slot, e.name, e.ino, e.file_type);
         }
     }
+    // Block 0 first: its address word is not part of the inline area, and
+    // if there is no space the directory is still unchanged.
+    write_blocks(ctx, dir, 0, &block, CursegType::HotData)?;
     inline::with_inline_area(ctx, dir.ino, |area, _| area.fill(0))?;
     let flexible = ctx.check.features & feature::FLEXIBLE_INLINE_XATTR != 0;
     ctx.update_inode(dir.ino, |raw| {
@@ -235,10 +238,7 @@ pub fn convert_inline_dir(ctx: &Ctx, dir: &InodeInfo) -> Result<()> {
         }
         raw.i_size.set(F2FS_BLKSIZE as u64);
         raw.i_current_depth.set(1);
-    })?;
-    let dir = ctx.inode(dir.ino)?;
-    write_blocks(ctx, &dir, 0, &block, CursegType::HotData)?;
-    Ok(())
+    })
 }
 
 /// Adds `name -> ino` to `dir_ino` (the caller checked it does not exist).

@@ -11,6 +11,7 @@ use crate::data;
 use crate::device::{BlockDevice, Device, FileDevice, FileDeviceOptions};
 use crate::dir::{self, DirEntryInfo};
 use crate::error::{Error, Result};
+use crate::gc::{self, GcState, GcStats, VictimPolicy};
 use crate::inline;
 use crate::inode::{
     create_inode, now, read_inode, set_atime, set_ctime, set_mtime, Ctx, FileKind, InodeCheck,
@@ -96,6 +97,10 @@ struct Writer {
     cp_interval: Duration,
     cold_exts: Vec<String>,
     hot_exts: Vec<String>,
+    gc: Mutex<GcState>,
+    /// Sections kept free for cleaning (checkpoint rsvd_segment_count).
+    reserved_sections: u32,
+    max_victim_search: u32,
 }
 
 pub struct Fs {
@@ -113,6 +118,11 @@ const WRITE_FEATURES: u32 = crate::mkfs::MKFS_FEATURES | feature::PRJQUOTA;
 
 /// Checkpoint this often at least (the kernel's default cp_interval).
 pub const DEFAULT_CP_INTERVAL: Duration = Duration::from_secs(60);
+/// Dirty segments a background victim search looks at (the kernel's default since 2013).
+pub const DEFAULT_MAX_VICTIM_SEARCH: u32 = 4096;
+/// Free sections beyond the reserved ones below which foreground cleaning starts:
+/// room for the nodes and dentries one operation may write.
+const GC_MARGIN_SECTIONS: u32 = 3;
 /// Checkpoint when this many node blocks wait in memory.
 const MAX_DIRTY_NODES: usize = 16384;
 
@@ -219,6 +229,9 @@ impl Fs {
             cp_interval: DEFAULT_CP_INTERVAL,
             cold_exts: cold,
             hot_exts: hot,
+            gc: Mutex::new(GcState::default()),
+            reserved_sections: fs.cp.read().cp.rsvd_segment_count.get() / sb.segs_per_sec.get(),
+            max_victim_search: DEFAULT_MAX_VICTIM_SEARCH,
         });
         let pending: Vec<u32> = fs.writer().orphans.lock().iter().copied().collect();
         if !pending.is_empty() {
@@ -450,6 +463,7 @@ impl Fs {
     /// Runs a mutating operation; errors other than expected POSIX ones turn
     /// the file system read-only (the in-memory state may be ahead of disk).
     fn mutate<R>(&self, op: impl FnOnce(&Ctx) -> Result<R>) -> Result<R> {
+        self.ensure_space()?;
         let result = {
             let _op = self.write_guard()?;
             op(&self.ctx())
@@ -459,6 +473,126 @@ impl Fs {
             Err(_) => self.writer().failed.store(true, Ordering::Relaxed),
         }
         result
+    }
+
+    /// Cleans in the foreground when free sections run low.
+    fn ensure_space(&self) -> Result<()> {
+        let w = self
+            .writer
+            .as_ref()
+            .ok_or_else(|| Error::errno(libc::EROFS, "opened read-only"))?;
+        let low =
+            |w: &Writer| w.space.lock().free_sections() <= w.reserved_sections + GC_MARGIN_SECTIONS;
+        if !low(w) {
+            return Ok(());
+        }
+        let _exclusive = w.op_lock.write();
+        if w.failed.load(Ordering::Relaxed) || !low(w) {
+            return Ok(());
+        }
+        let result = self.foreground_gc_locked();
+        if result.is_err() {
+            w.failed.store(true, Ordering::Relaxed);
+        }
+        result
+    }
+
+    /// Cleans victim sections until enough will be free, then checkpoints
+    /// so the cleaned sections really become free. Caller holds `op_lock`
+    /// exclusively.
+    fn foreground_gc_locked(&self) -> Result<()> {
+        let w = self.writer();
+        let ctx = self.ctx();
+        let target = w.reserved_sections + GC_MARGIN_SECTIONS + 1;
+        let mut gc_state = w.gc.lock();
+        gc_state.stats.foreground_runs += 1;
+        let sections = {
+            let sm = w.space.lock();
+            sm.main_segments() / sm.segs_per_sec()
+        };
+        for _ in 0..sections {
+            if w.space.lock().free_sections_after_checkpoint() >= target {
+                break;
+            }
+            // Foreground cleaning looks at every section (the search bound is for background work).
+            let Some(victim) =
+                gc::select_victim(&ctx, &mut gc_state, VictimPolicy::Greedy, u32::MAX)
+            else {
+                break;
+            };
+            gc::clean_section(&ctx, &mut gc_state, victim)?;
+            self.flush_nodes_locked()?;
+        }
+        drop(gc_state);
+        self.checkpoint_locked(false)
+    }
+
+    fn flush_nodes_locked(&self) -> Result<()> {
+        let stamp = NodeStamp {
+            cp_ver: self.cp.read().node_cp_ver(),
+            features: self.check.features,
+            checksum_seed: self.check.checksum_seed,
+        };
+        self.nm
+            .write_nodes(&self.writer().space, stamp, self.nm.take_dirty_nodes())
+    }
+
+    /// One round of background cleaning (cost-benefit victim, search bounded
+    /// by `max_victim_search`), when enough space is invalid to be worth it.
+    /// Returns whether a section was cleaned.
+    pub fn background_gc(&self) -> Result<bool> {
+        let w = self
+            .writer
+            .as_ref()
+            .ok_or_else(|| Error::errno(libc::EROFS, "opened read-only"))?;
+        {
+            // The kernel's trigger: invalid blocks above 40% of user capacity, or free space short.
+            let sm = w.space.lock();
+            let segs = sm.main_segments() as u64;
+            let valid = sm.valid_blocks;
+            let capacity = segs * BLOCKS_PER_SEG as u64;
+            let free_blocks = sm.free_segments() as u64 * BLOCKS_PER_SEG as u64;
+            let invalid = capacity.saturating_sub(valid).saturating_sub(free_blocks);
+            if invalid * 100 <= sm.user_blocks * 40 && free_blocks * 100 >= invalid * 40 {
+                return Ok(false);
+            }
+        }
+        let _exclusive = w.op_lock.write();
+        if w.failed.load(Ordering::Relaxed) {
+            return Err(Error::errno(
+                libc::EROFS,
+                "an earlier error made the file system read-only",
+            ));
+        }
+        let result = (|| {
+            let ctx = self.ctx();
+            let mut gc_state = w.gc.lock();
+            let Some(victim) = gc::select_victim(
+                &ctx,
+                &mut gc_state,
+                VictimPolicy::CostBenefit,
+                w.max_victim_search,
+            ) else {
+                return Ok(false);
+            };
+            gc_state.stats.background_runs += 1;
+            gc::clean_section(&ctx, &mut gc_state, victim)?;
+            drop(gc_state);
+            self.checkpoint_locked(false)?;
+            Ok(true)
+        })();
+        if result.is_err() {
+            w.failed.store(true, Ordering::Relaxed);
+        }
+        result
+    }
+
+    /// Cleaning counters.
+    pub fn gc_stats(&self) -> GcStats {
+        self.writer
+            .as_ref()
+            .map(|w| w.gc.lock().stats.clone())
+            .unwrap_or_default()
     }
 
     fn maybe_checkpoint(&self) -> Result<()> {
@@ -627,13 +761,13 @@ impl Fs {
         rdev: (u32, u32),
         fill: impl FnOnce(&Ctx, u32) -> Result<()>,
     ) -> Result<InodeInfo> {
-        check_name(name)?;
         let ino = self.mutate(|ctx| {
             let _ns = self.writer().ns_lock.lock();
             let dir = self.dir_inode(parent)?;
             if dir.links == 0 {
                 return Err(Error::errno(libc::ENOENT, "directory was removed"));
             }
+            check_name(name)?;
             if dir::find_entry(ctx, &dir, name)?.is_some() {
                 return Err(Error::errno(libc::EEXIST, String::from_utf8_lossy(name)));
             }
@@ -653,12 +787,20 @@ impl Fs {
                     rdev,
                 },
             )?;
-            if kind == FileKind::Directory {
-                inline::init_inline_dir(ctx, ino, parent)?;
+            let linked = (|| {
+                if kind == FileKind::Directory {
+                    inline::init_inline_dir(ctx, ino, parent)?;
+                }
+                fill(ctx, ino)?;
+                let ft = file_type_of_mode(spec_mode).expect("valid kind");
+                dir::add_link(ctx, parent, name, ino, ft)
+            })();
+            if let Err(e) = linked {
+                // Out of space for the symlink target or the entry: the new
+                // inode must not stay allocated without a name.
+                self.evict(ino)?;
+                return Err(e);
             }
-            fill(ctx, ino)?;
-            let ft = file_type_of_mode(spec_mode).expect("valid kind");
-            dir::add_link(ctx, parent, name, ino, ft)?;
             if kind == FileKind::Directory {
                 ctx.update_inode(parent, |raw| raw.i_links.set(raw.i_links.get() + 1))?;
             }
@@ -749,15 +891,24 @@ impl Fs {
             uid,
             gid,
             (0, 0),
-            |ctx, ino| data::write_data(ctx, ino, 0, target),
+            // One block at most: written whole or not at all.
+            |ctx, ino| data::write_data(ctx, ino, 0, target).map(|_| ()),
         )
     }
 
     /// Adds a hard link `new_parent/new_name` to `ino`.
     pub fn link(&self, ino: u32, new_parent: u32, new_name: &[u8]) -> Result<InodeInfo> {
-        check_name(new_name)?;
         self.mutate(|ctx| {
             let _ns = self.writer().ns_lock.lock();
+            // Linux's order: the new parent, the new name, then the source.
+            let dir = self.dir_inode(new_parent)?;
+            check_name(new_name)?;
+            if dir::find_entry(ctx, &dir, new_name)?.is_some() {
+                return Err(Error::errno(
+                    libc::EEXIST,
+                    String::from_utf8_lossy(new_name),
+                ));
+            }
             let inode = self.inode(ino)?;
             if inode.kind == FileKind::Directory {
                 return Err(Error::errno(libc::EPERM, "hard links to directories"));
@@ -767,13 +918,6 @@ impl Fs {
             }
             if inode.links == 0 {
                 return Err(Error::errno(libc::ENOENT, "inode was unlinked"));
-            }
-            let dir = self.dir_inode(new_parent)?;
-            if dir::find_entry(ctx, &dir, new_name)?.is_some() {
-                return Err(Error::errno(
-                    libc::EEXIST,
-                    String::from_utf8_lossy(new_name),
-                ));
             }
             dir::add_link(
                 ctx,
@@ -808,15 +952,15 @@ impl Fs {
     }
 
     fn remove_entry(&self, parent: u32, name: &[u8], want_dir: bool) -> Result<()> {
-        if name.len() > F2FS_NAME_LEN {
-            return Err(Error::errno(
-                libc::ENAMETOOLONG,
-                String::from_utf8_lossy(name),
-            ));
-        }
         self.mutate(|ctx| {
             let _ns = self.writer().ns_lock.lock();
             let dir = self.dir_inode(parent)?;
+            if name.len() > F2FS_NAME_LEN {
+                return Err(Error::errno(
+                    libc::ENAMETOOLONG,
+                    String::from_utf8_lossy(name),
+                ));
+            }
             let found = dir::find_entry(ctx, &dir, name)?
                 .ok_or_else(|| Error::errno(libc::ENOENT, String::from_utf8_lossy(name)))?;
             let target = ctx.inode(found.info.ino)?;
@@ -870,13 +1014,6 @@ impl Fs {
         new_name: &[u8],
         flags: RenameFlags,
     ) -> Result<()> {
-        check_name(new_name)?;
-        if name.len() > F2FS_NAME_LEN {
-            return Err(Error::errno(
-                libc::ENAMETOOLONG,
-                String::from_utf8_lossy(name),
-            ));
-        }
         if flags.noreplace && flags.exchange {
             return Err(Error::errno(
                 libc::EINVAL,
@@ -885,10 +1022,18 @@ impl Fs {
         }
         self.mutate(|ctx| {
             let _ns = self.writer().ns_lock.lock();
+            // Linux's order: both parents, the old name, then the new one.
             let old_dir = self.dir_inode(parent)?;
             let new_dir = self.dir_inode(new_parent)?;
+            if name.len() > F2FS_NAME_LEN {
+                return Err(Error::errno(
+                    libc::ENAMETOOLONG,
+                    String::from_utf8_lossy(name),
+                ));
+            }
             let old = dir::find_entry(ctx, &old_dir, name)?
                 .ok_or_else(|| Error::errno(libc::ENOENT, String::from_utf8_lossy(name)))?;
+            check_name(new_name)?;
             let existing = dir::find_entry(ctx, &new_dir, new_name)?;
             let moving = ctx.inode(old.info.ino)?;
             let moving_dir = moving.kind == FileKind::Directory;
@@ -914,17 +1059,28 @@ impl Fs {
                     "cannot move a directory into itself",
                 ));
             }
+            // Nor may the target contain the old parent; Linux checks this
+            // before the file types (ENOTEMPTY, EINVAL for an exchange).
+            if let Some(e) = &existing {
+                if e.info.kind == FileKind::Directory
+                    && parent != new_parent
+                    && self.is_ancestor(e.info.ino, parent)?
+                {
+                    return Err(Error::errno(
+                        if flags.exchange {
+                            libc::EINVAL
+                        } else {
+                            libc::ENOTEMPTY
+                        },
+                        "the target contains the source",
+                    ));
+                }
+            }
             let t = now();
             if flags.exchange {
                 let other = existing.expect("checked");
                 let other_inode = ctx.inode(other.info.ino)?;
                 let other_dir = other_inode.kind == FileKind::Directory;
-                if other_dir && parent != new_parent && self.is_ancestor(other.info.ino, parent)? {
-                    return Err(Error::errno(
-                        libc::EINVAL,
-                        "cannot move a directory into itself",
-                    ));
-                }
                 dir::set_link(
                     ctx,
                     new_parent,
@@ -1044,8 +1200,29 @@ impl Fs {
         })
     }
 
-    /// Writes `data` at `offset` of file `ino`; returns the bytes written.
+    /// Writes `data` at `offset` of file `ino`; returns the bytes written
+    /// (short at the largest file size, or when space runs out midway).
+    /// Large writes go in 1 MiB steps so cleaning can run between them.
     pub fn write(&self, ino: u32, offset: u64, buf: &[u8]) -> Result<usize> {
+        const STEP: usize = 1 << 20;
+        if buf.len() > STEP {
+            let mut done = 0;
+            for chunk in buf.chunks(STEP) {
+                // A short chunk ends the write; so does an error once some
+                // bytes are written (a short write: the caller sees the error next).
+                match self.write(ino, offset + done as u64, chunk) {
+                    Ok(n) => {
+                        done += n;
+                        if n < chunk.len() {
+                            break;
+                        }
+                    }
+                    Err(e) if done == 0 => return Err(e),
+                    Err(_) => break,
+                }
+            }
+            return Ok(done);
+        }
         self.mutate(|ctx| {
             let lock = self.inode_lock(ino);
             let _guard = lock.write();
@@ -1062,8 +1239,7 @@ impl Fs {
                     ))
                 }
             }
-            data::write_data(ctx, ino, offset, buf)?;
-            Ok(buf.len())
+            data::write_data(ctx, ino, offset, buf)
         })
     }
 

@@ -88,8 +88,8 @@ pub fn truncate_inline_data(ctx: &Ctx, ino: u32, from: usize) -> Result<()> {
     })
 }
 
-/// Takes a file's inline bytes out of the inode, clearing the inline state,
-/// so they can be written as block 0. Returns the bytes (up to i_size).
+/// Takes a file's inline bytes out of the inode, clearing the inline state
+/// (block 0 is written first by the caller). Returns the bytes (up to i_size).
 pub fn take_inline_data(ctx: &Ctx, inode: &InodeInfo) -> Result<Vec<u8>> {
     let data = inline_data(inode).to_vec();
     with_inline_area(ctx, inode.ino, |area, _| area.fill(0))?;

@@ -11,6 +11,7 @@ pub mod device;
 pub mod dir;
 pub mod error;
 pub mod fs;
+pub mod gc;
 pub mod inline;
 pub mod inode;
 pub mod mkfs;

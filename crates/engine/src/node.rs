@@ -59,6 +59,10 @@ pub struct NodeManager {
     nat: RwLock<NatState>,
     /// Node blocks modified since they were last written, by nid.
     dirty_nodes: Mutex<HashMap<u32, Block>>,
+    /// Recently read or written node blocks by block address. A block's
+    /// content only changes when a node is written there, which refreshes
+    /// the entry, so lookups through the NAT never see stale bytes.
+    clean: Mutex<CleanCache>,
     /// Serializes nid allocation so a scan never re-offers a nid just handed out.
     alloc_lock: Mutex<()>,
     /// Inode checksums are kept current in cached inode blocks too.
@@ -102,6 +106,7 @@ impl NodeManager {
                 scanned_blocks: 0,
             }),
             dirty_nodes: Mutex::new(HashMap::new()),
+            clean: Mutex::new(CleanCache::default()),
             alloc_lock: Mutex::new(()),
             features: sb.feature.get(),
             checksum_seed: f2fuse_layout::node::inode_checksum_seed(&sb.uuid),
@@ -202,7 +207,15 @@ impl NodeManager {
                         self.main_start, self.main_end
                     )));
                 }
-                self.dev.read_block(blkaddr as u64)?
+                let cached = self.clean.lock().get(blkaddr);
+                match cached {
+                    Some(block) => block,
+                    None => {
+                        let block = self.dev.read_block(blkaddr as u64)?;
+                        self.clean.lock().insert(blkaddr, &block);
+                        block
+                    }
+                }
             }
         };
         let footer = footer_of(&block);
@@ -422,6 +435,32 @@ impl NodeManager {
     }
 }
 
+/// A bounded FIFO cache of node blocks by block address.
+#[derive(Default)]
+struct CleanCache {
+    blocks: HashMap<u32, Block>,
+    order: std::collections::VecDeque<u32>,
+}
+
+impl CleanCache {
+    const CAPACITY: usize = 8192;
+
+    fn get(&self, blkaddr: u32) -> Option<Block> {
+        self.blocks.get(&blkaddr).cloned()
+    }
+
+    fn insert(&mut self, blkaddr: u32, block: &[u8]) {
+        if self.blocks.insert(blkaddr, block.into()).is_none() {
+            self.order.push_back(blkaddr);
+            while self.order.len() > Self::CAPACITY {
+                if let Some(old) = self.order.pop_front() {
+                    self.blocks.remove(&old);
+                }
+            }
+        }
+    }
+}
+
 /// The NAT part of a checkpoint being written.
 pub struct NatFlush {
     pub journal: BTreeMap<u32, NatEntry>,
@@ -485,6 +524,7 @@ impl NodeManager {
                 update_inode_checksum(&mut block, stamp.features, stamp.checksum_seed);
             }
             self.set_node_addr(nid, addr)?;
+            self.clean.lock().insert(addr, &block);
             placed.push((addr, block));
         }
         placed.sort_by_key(|(addr, _)| *addr);

@@ -169,6 +169,7 @@ pub struct AllocStats {
 /// has no valid block at or after `next_blkoff`; no block valid in the last
 /// checkpoint is handed out before the next checkpoint commits.
 pub struct SegmentManager {
+    dev: std::sync::Arc<Device>,
     main_blkaddr: u32,
     ssa_blkaddr: u32,
     segs_per_sec: u32,
@@ -197,7 +198,7 @@ impl SegmentManager {
     /// Builds the allocator from the loaded SIT and checkpoint. Node-log
     /// summaries missing from the pack are rebuilt from the node footers.
     pub fn new(
-        dev: &Device,
+        dev: &std::sync::Arc<Device>,
         sb: &SuperBlock,
         cp: &CheckpointState,
         sit: &SitTable,
@@ -245,6 +246,7 @@ impl SegmentManager {
         let cursegs: [CurSeg; NR_CURSEG_TYPE] =
             cursegs.try_into().unwrap_or_else(|_| unreachable!());
         let mut sm = SegmentManager {
+            dev: dev.clone(),
             main_blkaddr,
             ssa_blkaddr: sb.ssa_blkaddr.get(),
             segs_per_sec: sb.segs_per_sec.get(),
@@ -472,36 +474,62 @@ impl SegmentManager {
         bitmap::test_bit_msb(&self.segs[segno as usize].valid_map, off)
     }
 
-    /// Switches a log to SSR on the dirty segment of its type with the fewest
-    /// valid blocks (checkpointed and current), if there is one.
-    pub fn switch_to_ssr(&mut self, log: CursegType) -> bool {
-        let victim = self
-            .segs
-            .iter()
-            .enumerate()
-            .filter(|(segno, s)| {
-                s.seg_type == log as u8 && !self.is_current(*segno as u32) && !s.is_free() && {
-                    let used = (0..BLOCKS_PER_SEG as usize)
+    /// Switches a log to SSR on a dirty segment of its type (else of its
+    /// data/node category) with the fewest blocks in use now or at the last
+    /// checkpoint, if one has a slot free in both. Returns whether it did.
+    pub fn switch_to_ssr(&mut self, log: CursegType) -> Result<bool> {
+        let usable = |segno: usize, s: &SegInfo| {
+            !self.is_current(segno as u32)
+                && !s.is_free()
+                && (0..BLOCKS_PER_SEG as usize).any(|b| s.slot_free(b))
+        };
+        let pick = |same_type: bool| {
+            self.segs
+                .iter()
+                .enumerate()
+                .filter(|(segno, s)| {
+                    let category_ok = CursegType::from_u8(s.seg_type)
+                        .is_some_and(|t| t.is_node() == log.is_node());
+                    (if same_type {
+                        s.seg_type == log as u8
+                    } else {
+                        category_ok
+                    }) && usable(*segno, s)
+                })
+                .min_by_key(|(_, s)| {
+                    (0..BLOCKS_PER_SEG as usize)
                         .filter(|&b| !s.slot_free(b))
-                        .count();
-                    used < BLOCKS_PER_SEG as usize
-                }
-            })
-            .min_by_key(|(_, s)| s.valid.max(s.ckpt_valid))
-            .map(|(segno, _)| segno as u32);
-        let Some(segno) = victim else { return false };
+                        .count()
+                })
+                .map(|(segno, _)| segno as u32)
+        };
+        let Some(segno) = pick(true).or_else(|| pick(false)) else {
+            return Ok(false);
+        };
+        let sums = self.read_summaries(segno)?;
         self.retire_curseg(log);
         let cs = &mut self.cursegs[log as usize];
         cs.segno = segno;
         cs.next_blkoff = 0;
         cs.alloc_type = checkpoint_ssr();
-        true
+        cs.sums = sums;
+        self.segs[segno as usize].seg_type = log as u8;
+        self.dirty_sit.insert(segno);
+        Ok(true)
     }
 
-    /// Loads the summaries of an SSR target segment from the SSA (or from
-    /// the pending writes). Called with the block read by the caller.
-    pub fn set_curseg_sums(&mut self, log: CursegType, sums: &[Summary]) {
-        self.cursegs[log as usize].sums.copy_from_slice(sums);
+    /// The owners of every block of `segno`: from the log if it is current,
+    /// a queued SSA write, or the SSA area.
+    pub fn read_summaries(&self, segno: u32) -> Result<Vec<Summary>> {
+        if let Some(cs) = self.cursegs.iter().find(|c| c.segno == segno) {
+            return Ok(cs.sums.clone());
+        }
+        if let Some((_, block)) = self.pending_ssa.iter().find(|(s, _)| *s == segno) {
+            return Ok(block.entries.to_vec());
+        }
+        let raw = self.dev.read_block(self.ssa_addr(segno))?;
+        let block = SummaryBlock::read_from_bytes(&raw).expect("block size");
+        Ok(block.entries.to_vec())
     }
 
     /// Accounts `blocks` more blocks in use, or fails with ENOSPC.
@@ -632,5 +660,24 @@ impl SegmentManager {
             bitmap::set_bit_msb(&mut bits, index as usize, new_copy);
         }
         Ok(SitFlush { journal, bits })
+    }
+}
+
+impl SegmentManager {
+    pub fn segs_per_sec(&self) -> u32 {
+        self.segs_per_sec
+    }
+}
+
+impl SegmentManager {
+    /// Sections with no valid block now (free after the next checkpoint), current ones excluded.
+    pub fn free_sections_after_checkpoint(&self) -> u32 {
+        let per = self.segs_per_sec as usize;
+        (0..self.segs.len() / per)
+            .filter(|sec| {
+                (sec * per..(sec + 1) * per)
+                    .all(|s| self.segs[s].valid == 0 && !self.is_current(s as u32))
+            })
+            .count() as u32
     }
 }

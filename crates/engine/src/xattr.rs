@@ -44,11 +44,11 @@ pub enum SetMode {
     Replace,
 }
 
-/// Largest value the kernel accepts (it must fit the xattr space with its entry).
+/// Largest value the kernel accepts (MAX_VALUE_LEN: the xattr space less the
+/// header and one entry header).
 pub fn max_value_len(inode: &InodeInfo) -> usize {
     4 * inode.layout.inline_xattr_words + NODE_PAYLOAD_SIZE
         - f2fuse_layout::xattr::XATTR_HEADER_SIZE
-        - 4
         - 4
 }
 
@@ -69,7 +69,8 @@ pub fn set_xattr(
             ),
         )
     })?;
-    if suffix.len() > XATTR_NAME_MAX {
+    // The VFS limit is on the full name, prefix included.
+    if full_name.len() > XATTR_NAME_MAX {
         return Err(Error::errno(libc::ERANGE, "xattr name too long"));
     }
     let inode = ctx.inode(ino)?;
@@ -123,24 +124,12 @@ fn store_xattrs(ctx: &Ctx, inode: &InodeInfo, entries: &[XattrEntry]) -> Result<
     let needed = encoded_len(entries);
     let use_node = needed > inline_bytes;
     let total = inline_bytes + if use_node { NODE_PAYLOAD_SIZE } else { 0 };
+    // The kernel reports a full xattr space as E2BIG.
     let buf = encode_xattrs(entries, total)
-        .ok_or_else(|| Error::errno(libc::ENOSPC, "no room for more xattrs"))?;
+        .ok_or_else(|| Error::errno(libc::E2BIG, "no room for more xattrs"))?;
     let ino = inode.ino;
     let features = ctx.check.features;
-    if inline_bytes > 0 {
-        ctx.nm.update_node(
-            ino,
-            NodeExpect {
-                ino: Some(ino),
-                ofs: Some(0),
-            },
-            |block| {
-                let layout =
-                    InodeLayout::of(inode_of_mut(block), features).expect("validated inode");
-                block[layout.inline_xattr_range()].copy_from_slice(&buf[..inline_bytes]);
-            },
-        )?;
-    }
+    // Allocate the xattr node before changing anything: it may fail.
     let mut xnid = inode.xattr_nid;
     if use_node && xnid == 0 {
         ctx.space.lock().reserve_blocks(1)?;
@@ -162,6 +151,20 @@ fn store_xattrs(ctx: &Ctx, inode: &InodeInfo, entries: &[XattrEntry]) -> Result<
             raw.i_xattr_nid.set(xnid);
             raw.i_blocks.set(raw.i_blocks.get() + 1);
         })?;
+    }
+    if inline_bytes > 0 {
+        ctx.nm.update_node(
+            ino,
+            NodeExpect {
+                ino: Some(ino),
+                ofs: Some(0),
+            },
+            |block| {
+                let layout =
+                    InodeLayout::of(inode_of_mut(block), features).expect("validated inode");
+                block[layout.inline_xattr_range()].copy_from_slice(&buf[..inline_bytes]);
+            },
+        )?;
     }
     if use_node {
         let expect = NodeExpect {

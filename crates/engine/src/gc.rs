@@ -1,0 +1,218 @@
+//! Cleaning (garbage collection): picks a victim section, moves its live
+//! blocks out through the logs, and leaves it to become free at the next
+//! checkpoint.
+//!
+//! Victim policies: greedy (fewest valid blocks; foreground cleaning) and
+//! cost-benefit (old and empty first; background cleaning), searching at
+//! most `max_victim_search` dirty segments from where the last search of
+//! that policy stopped (round robin), as the kernel does.
+//!
+//! Liveness: a node block is live iff the NAT points at it; a data block is
+//! live iff its summary's parent node still has the NAT version recorded in
+//! the summary and still maps that file block to this address.
+
+use crate::error::Result;
+use crate::inode::Ctx;
+use crate::node::NodeExpect;
+use f2fuse_layout::node::{footer_of, inode_of, InodeLayout};
+use f2fuse_layout::segment::Summary;
+use f2fuse_layout::*;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum VictimPolicy {
+    Greedy,
+    CostBenefit,
+}
+
+/// Counters of cleaning work.
+#[derive(Debug, Clone, Default)]
+pub struct GcStats {
+    pub foreground_runs: u64,
+    pub background_runs: u64,
+    pub data_blocks_moved: u64,
+    pub node_blocks_moved: u64,
+    pub sections_cleaned: u64,
+}
+
+/// Where each policy's last search stopped.
+#[derive(Debug, Clone, Default)]
+pub struct GcState {
+    pub next_greedy: u32,
+    pub next_cost_benefit: u32,
+    pub stats: GcStats,
+}
+
+/// Picks a victim section (returns its first segment), or `None`.
+pub fn select_victim(
+    ctx: &Ctx,
+    state: &mut GcState,
+    policy: VictimPolicy,
+    max_search: u32,
+) -> Option<u32> {
+    let sm = ctx.space.lock();
+    let per = sm.segs_per_sec();
+    let sections = sm.main_segments() / per;
+    if sections == 0 {
+        return None;
+    }
+    let current: Vec<u32> = sm.cursegs.iter().map(|c| c.segno / per).collect();
+    let (min_mtime, max_mtime) = sm
+        .segs
+        .iter()
+        .filter(|s| s.valid > 0)
+        .fold((u64::MAX, 0u64), |(lo, hi), s| {
+            (lo.min(s.mtime), hi.max(s.mtime))
+        });
+    let now_age = |mtime: u64| -> u64 {
+        if max_mtime <= min_mtime {
+            0
+        } else {
+            100 - 100 * (mtime.saturating_sub(min_mtime)) / (max_mtime - min_mtime)
+        }
+    };
+    let start = match policy {
+        VictimPolicy::Greedy => state.next_greedy,
+        VictimPolicy::CostBenefit => state.next_cost_benefit,
+    } % sections;
+    let mut best: Option<(u64, u32)> = None;
+    let mut searched = 0u32;
+    let mut last = start;
+    for i in 0..sections {
+        let sec = (start + i) % sections;
+        last = sec;
+        if current.contains(&sec) {
+            continue;
+        }
+        let segs = &sm.segs[(sec * per) as usize..((sec + 1) * per) as usize];
+        let valid: u64 = segs.iter().map(|s| s.valid as u64).sum();
+        let full = (per * BLOCKS_PER_SEG) as u64;
+        if valid == full || segs.iter().all(|s| s.is_free()) {
+            continue;
+        }
+        // Fully invalid sections only need a checkpoint, not cleaning.
+        if valid == 0 {
+            continue;
+        }
+        searched += 1;
+        let cost = match policy {
+            VictimPolicy::Greedy => valid,
+            VictimPolicy::CostBenefit => {
+                let u = 100 * valid / full;
+                let mtime = segs.iter().map(|s| s.mtime).sum::<u64>() / per as u64;
+                let age = now_age(mtime);
+                u32::MAX as u64 - (100 * (100 - u) * age / (100 + u))
+            }
+        };
+        if best.is_none_or(|(c, _)| cost < c) {
+            best = Some((cost, sec));
+        }
+        if searched >= max_search {
+            break;
+        }
+    }
+    let next = (last + 1) % sections;
+    match policy {
+        VictimPolicy::Greedy => state.next_greedy = next,
+        VictimPolicy::CostBenefit => state.next_cost_benefit = next,
+    }
+    best.map(|(_, sec)| sec * per)
+}
+
+/// Moves every live block of the section starting at `first_segno` out of it.
+pub fn clean_section(ctx: &Ctx, state: &mut GcState, first_segno: u32) -> Result<()> {
+    let per = ctx.space.lock().segs_per_sec();
+    for segno in first_segno..first_segno + per {
+        clean_segment(ctx, state, segno)?;
+    }
+    state.stats.sections_cleaned += 1;
+    Ok(())
+}
+
+fn clean_segment(ctx: &Ctx, state: &mut GcState, segno: u32) -> Result<()> {
+    let (sums, valid_offs, is_node, base) = {
+        let sm = ctx.space.lock();
+        let seg = &sm.segs[segno as usize];
+        let offs: Vec<usize> = (0..BLOCKS_PER_SEG as usize)
+            .filter(|&b| bitmap::test_bit_msb(&seg.valid_map, b))
+            .collect();
+        let is_node = CursegType::from_u8(seg.seg_type).is_some_and(|t| t.is_node());
+        (
+            sm.read_summaries(segno)?,
+            offs,
+            is_node,
+            sm.blkaddr_of(segno, 0),
+        )
+    };
+    for off in valid_offs {
+        let blkaddr = base + off as u32;
+        let sum = sums[off];
+        if is_node {
+            move_node(ctx, state, blkaddr, sum)?;
+        } else {
+            move_data(ctx, state, blkaddr, sum)?;
+        }
+    }
+    Ok(())
+}
+
+fn move_node(ctx: &Ctx, state: &mut GcState, blkaddr: u32, sum: Summary) -> Result<()> {
+    let nid = sum.nid.get();
+    if nid >= ctx.nm.max_nid() || ctx.nm.nat_entry(nid)?.block_addr.get() != blkaddr {
+        return Ok(()); // Stale: the node lives elsewhere now (its block is just not yet invalid).
+    }
+    // Dirtying the node makes the next node flush write it elsewhere and invalidate this block.
+    ctx.nm.update_node(nid, NodeExpect::default(), |_| ())?;
+    state.stats.node_blocks_moved += 1;
+    Ok(())
+}
+
+fn move_data(ctx: &Ctx, state: &mut GcState, blkaddr: u32, sum: Summary) -> Result<()> {
+    let nid = sum.nid.get();
+    if nid >= ctx.nm.max_nid() {
+        return Ok(());
+    }
+    let ne = ctx.nm.nat_entry(nid)?;
+    if ne.block_addr.get() == NULL_ADDR || ne.version != sum.version {
+        return Ok(());
+    }
+    let node = ctx.nm.read_node(nid, NodeExpect::default())?;
+    let footer = footer_of(&node);
+    let ino = footer.ino.get();
+    let ofs = sum.ofs_in_node.get() as usize;
+    // Inodes keep addresses after their extra attribute area.
+    let byte = if footer.ofs() == 0 {
+        let layout = InodeLayout::of(inode_of(&node), ctx.check.features)?;
+        if ofs >= layout.addrs_per_inode() as usize {
+            return Ok(());
+        }
+        node::I_ADDR_OFFSET + 4 * (layout.extra_words + ofs)
+    } else {
+        if ofs >= ADDRS_PER_BLOCK as usize {
+            return Ok(());
+        }
+        4 * ofs
+    };
+    let current = u32::from_le_bytes(node[byte..byte + 4].try_into().unwrap());
+    if current != blkaddr {
+        return Ok(());
+    }
+    let data = ctx.dev.read_block(blkaddr as u64)?;
+    let new = {
+        let mut sm = ctx.space.lock();
+        let new = sm.allocate(CursegType::ColdData, sum)?;
+        sm.invalidate(blkaddr);
+        new
+    };
+    ctx.dev.write_blocks(new as u64, &data)?;
+    ctx.nm.update_node(nid, NodeExpect::default(), |b| {
+        b[byte..byte + 4].copy_from_slice(&new.to_le_bytes())
+    })?;
+    // The inode's cached extent may cover the moved block.
+    ctx.update_inode(ino, |raw| {
+        if raw.i_ext.len.get() != 0 {
+            raw.i_ext = Default::default();
+        }
+    })?;
+    state.stats.data_blocks_moved += 1;
+    Ok(())
+}
