@@ -189,9 +189,21 @@ impl Extractor<'_> {
         }
     }
 
-    /// Xattrs, owner, mode and times; failures become warnings (the host may not allow them).
+    /// Owner, xattrs, mode and times, in an order where no step undoes an
+    /// earlier one; failures become warnings (the host may not allow them).
     fn apply_metadata(&mut self, path: &Path, inode: &InodeInfo) {
         let c = cstring(path);
+        if self.set_owner {
+            // SAFETY: valid C string.
+            if unsafe { libc::lchown(c.as_ptr(), inode.uid, inode.gid) } != 0 {
+                self.warnings.push(format!(
+                    "{}: chown: {}",
+                    path.display(),
+                    std::io::Error::last_os_error()
+                ));
+            }
+        }
+        // After chown, which drops security.capability.
         match self.fs.xattrs(inode) {
             Ok(xattrs) => {
                 for (name, value) in xattrs {
@@ -219,16 +231,6 @@ impl Extractor<'_> {
             Err(e) => self
                 .warnings
                 .push(format!("{}: xattrs: {e}", path.display())),
-        }
-        if self.set_owner {
-            // SAFETY: valid C string.
-            if unsafe { libc::lchown(c.as_ptr(), inode.uid, inode.gid) } != 0 {
-                self.warnings.push(format!(
-                    "{}: chown: {}",
-                    path.display(),
-                    std::io::Error::last_os_error()
-                ));
-            }
         }
         if inode.kind != FileKind::Symlink {
             // After chown, which clears set-id bits.

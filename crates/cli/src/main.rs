@@ -1,8 +1,13 @@
 //! `f2fuse`: F2FS images without a kernel module.
 
+mod build;
+mod edit;
 mod extract;
 mod inspect;
 mod mkfs;
+mod mount;
+mod put;
+mod rw;
 mod size;
 
 use clap::{Parser, Subcommand};
@@ -13,7 +18,7 @@ use std::process::ExitCode;
 #[command(
     name = "f2fuse",
     version,
-    about = "F2FS in user space: format, inspect and extract F2FS images"
+    about = "F2FS in user space: format, inspect, extract and edit F2FS images"
 )]
 struct Cli {
     #[command(subcommand)]
@@ -51,6 +56,27 @@ enum Command {
     /// Copy the whole tree of IMAGE into DIR, keeping modes, owners, times,
     /// symlinks, hard links and xattrs.
     Extract(extract::ExtractArgs),
+    /// Copy a host file into IMAGE (holes kept; mode, owner as root, times).
+    Put(put::PutArgs),
+    /// Make a directory inside IMAGE.
+    Mkdir(edit::MkdirArgs),
+    /// Remove a file, link, special file or empty directory (-r: a whole tree).
+    Rm(edit::RmArgs),
+    /// Rename or move an entry (into TO if it is a directory).
+    Mv(edit::MvArgs),
+    /// Make a hard link (or with -s a symbolic link).
+    Ln(edit::LnArgs),
+    /// Change permission bits.
+    Chmod(edit::ChmodArgs),
+    /// Change the owner and/or group (numeric ids; a symlink itself is
+    /// changed; set-id bits are kept).
+    Chown(edit::ChownArgs),
+    /// Set or remove an extended attribute.
+    Setfattr(edit::SetfattrArgs),
+    /// Make an image from a host directory tree (like mkfs.f2fs + sload.f2fs).
+    Build(build::BuildArgs),
+    /// Mount IMAGE on MOUNTPOINT through FUSE (serves in the background unless -f).
+    Mount(mount::MountArgs),
 }
 
 fn main() -> ExitCode {
@@ -68,6 +94,16 @@ fn main() -> ExitCode {
         Command::Cat { image, path } => inspect::cat(&image, &path),
         Command::Get { image, path, dest } => inspect::get(&image, &path, &dest),
         Command::Extract(args) => extract::run(&args),
+        Command::Put(args) => put::run(&args),
+        Command::Mkdir(args) => edit::mkdir(&args),
+        Command::Rm(args) => edit::rm(&args),
+        Command::Mv(args) => edit::mv(&args),
+        Command::Ln(args) => edit::ln(&args),
+        Command::Chmod(args) => edit::chmod(&args),
+        Command::Chown(args) => edit::chown(&args),
+        Command::Setfattr(args) => edit::setfattr(&args),
+        Command::Build(args) => build::run(&args),
+        Command::Mount(args) => mount::run(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

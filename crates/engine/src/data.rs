@@ -364,7 +364,7 @@ pub fn write_blocks_upto(
     data: &[u8],
     log: CursegType,
 ) -> std::result::Result<u64, (usize, Error)> {
-    debug_assert!(data.len() % F2FS_BLKSIZE == 0);
+    debug_assert!(data.len().is_multiple_of(F2FS_BLKSIZE));
     let mut filled = 0u64;
     let mut done = 0usize;
     let mut run: Option<(u32, usize, usize)> = None; // (first addr, first chunk, chunks)
@@ -479,7 +479,7 @@ pub fn write_data(ctx: &Ctx, ino: u32, offset: u64, data: &[u8]) -> Result<usize
         read_block_into(ctx, &inode, first, &mut buf[..F2FS_BLKSIZE])?;
     }
     let tail_block = last - first;
-    if tail_block > 0 && end % bs != 0 {
+    if tail_block > 0 && !end.is_multiple_of(bs) {
         let at = (tail_block * bs) as usize;
         read_block_into(ctx, &inode, last, &mut buf[at..at + F2FS_BLKSIZE])?;
     }
@@ -716,7 +716,7 @@ pub fn truncate(ctx: &Ctx, ino: u32, size: u64) -> Result<()> {
             let bs = F2FS_BLKSIZE as u64;
             // Zero the tail of the new last block before freeing anything:
             // only this step can run out of space.
-            if size % bs != 0 {
+            if !size.is_multiple_of(bs) {
                 let index = size / bs;
                 let mut block = vec![0u8; F2FS_BLKSIZE];
                 read_block_into(ctx, &inode, index, &mut block)?;

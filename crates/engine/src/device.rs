@@ -226,3 +226,194 @@ impl BlockDevice for MemDevice {
         self.bytes.read().len() as u64
     }
 }
+
+/// One recorded device event.
+#[derive(Debug, Clone)]
+pub enum SimEvent {
+    Write { offset: u64, data: Vec<u8> },
+    Flush,
+}
+
+struct SimState {
+    /// What the device holds (every write applied, flushed or not).
+    bytes: Vec<u8>,
+    /// Contents before the first recorded event.
+    initial: Vec<u8>,
+    events: Vec<SimEvent>,
+    writes: u64,
+    flushes: u64,
+    fail_write: Option<u64>,
+    fail_flush: Option<u64>,
+}
+
+/// A device for crash tests: records every write and flush so any power-cut
+/// image can be rebuilt afterwards (unflushed writes lost or reordered), and
+/// can fail a chosen write or flush with EIO.
+pub struct SimDevice {
+    state: parking_lot::Mutex<SimState>,
+}
+
+impl SimDevice {
+    pub fn new(initial: Vec<u8>) -> SimDevice {
+        SimDevice {
+            state: parking_lot::Mutex::new(SimState {
+                bytes: initial.clone(),
+                initial,
+                events: Vec::new(),
+                writes: 0,
+                flushes: 0,
+                fail_write: None,
+                fail_flush: None,
+            }),
+        }
+    }
+
+    /// Makes the `n`-th write from now (0-based, counting all writes so far) fail with EIO.
+    pub fn fail_write_at(&self, n: u64) {
+        self.state.lock().fail_write = Some(n);
+    }
+
+    pub fn fail_flush_at(&self, n: u64) {
+        self.state.lock().fail_flush = Some(n);
+    }
+
+    pub fn events(&self) -> Vec<SimEvent> {
+        self.state.lock().events.clone()
+    }
+
+    /// Events recorded from index `from` on.
+    pub fn events_since(&self, from: usize) -> Vec<SimEvent> {
+        self.state.lock().events[from..].to_vec()
+    }
+
+    /// Index of the last recorded write event.
+    pub fn last_write_index(&self) -> Option<usize> {
+        self.state
+            .lock()
+            .events
+            .iter()
+            .rposition(|e| matches!(e, SimEvent::Write { .. }))
+    }
+
+    pub fn event_count(&self) -> usize {
+        self.state.lock().events.len()
+    }
+
+    pub fn bytes(&self) -> Vec<u8> {
+        self.state.lock().bytes.clone()
+    }
+
+    /// Builds power-cut images from what was recorded so far.
+    pub fn crash_images(&self) -> CrashImages {
+        let state = self.state.lock();
+        CrashImages {
+            events: state.events.clone(),
+            durable: state.initial.clone(),
+            applied: 0,
+        }
+    }
+}
+
+impl BlockDevice for SimDevice {
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
+        let state = self.state.lock();
+        let range = range_check(state.bytes.len(), offset, buf.len())?;
+        buf.copy_from_slice(&state.bytes[range]);
+        Ok(())
+    }
+
+    fn write_at(&self, offset: u64, buf: &[u8]) -> io::Result<()> {
+        let mut state = self.state.lock();
+        let n = state.writes;
+        state.writes += 1;
+        if state.fail_write == Some(n) {
+            return Err(io::Error::from_raw_os_error(libc::EIO));
+        }
+        let range = range_check(state.bytes.len(), offset, buf.len())?;
+        state.bytes[range].copy_from_slice(buf);
+        // Record block by block: the unit the crash model treats as atomic.
+        for (i, block) in buf.chunks(F2FS_BLKSIZE).enumerate() {
+            state.events.push(SimEvent::Write {
+                offset: offset + (i * F2FS_BLKSIZE) as u64,
+                data: block.to_vec(),
+            });
+        }
+        Ok(())
+    }
+
+    fn flush(&self) -> io::Result<()> {
+        let mut state = self.state.lock();
+        let n = state.flushes;
+        state.flushes += 1;
+        if state.fail_flush == Some(n) {
+            return Err(io::Error::from_raw_os_error(libc::EIO));
+        }
+        state.events.push(SimEvent::Flush);
+        Ok(())
+    }
+
+    fn size(&self) -> u64 {
+        self.state.lock().bytes.len() as u64
+    }
+}
+
+/// Power-cut images of a recorded run, for cut points in increasing order.
+pub struct CrashImages {
+    pub events: Vec<SimEvent>,
+    /// The device with every write before `applied` that a flush made durable.
+    durable: Vec<u8>,
+    applied: usize,
+}
+
+impl CrashImages {
+    /// Index of the last flush before event `cut`.
+    pub fn last_flush_before(&self, cut: usize) -> Option<usize> {
+        self.events[..cut.min(self.events.len())]
+            .iter()
+            .rposition(|e| matches!(e, SimEvent::Flush))
+    }
+
+    /// The device after a power cut just before event `cut`: every write
+    /// before the last flush preceding `cut` is durable; of the writes after
+    /// it, those `keep` accepts (by event index) survive, in any order. Each
+    /// 4 KiB write is atomic. Cuts must not decrease between calls.
+    pub fn at_cut(&mut self, cut: usize, keep: impl Fn(usize) -> bool) -> Vec<u8> {
+        let cut = cut.min(self.events.len());
+        let flushed = self.last_flush_before(cut).unwrap_or(0);
+        assert!(flushed >= self.applied, "cuts must not decrease");
+        for event in &self.events[self.applied..flushed] {
+            if let SimEvent::Write { offset, data } = event {
+                self.durable[*offset as usize..*offset as usize + data.len()].copy_from_slice(data);
+            }
+        }
+        self.applied = flushed;
+        let mut image = self.durable.clone();
+        for (i, event) in self.events.iter().enumerate().take(cut).skip(flushed) {
+            if let SimEvent::Write { offset, data } = event {
+                if keep(i) {
+                    image[*offset as usize..*offset as usize + data.len()].copy_from_slice(data);
+                }
+            }
+        }
+        image
+    }
+}
+
+/// Shared devices (a test keeps a handle to inspect what the file system wrote).
+impl<T: BlockDevice + ?Sized> BlockDevice for std::sync::Arc<T> {
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
+        (**self).read_at(offset, buf)
+    }
+
+    fn write_at(&self, offset: u64, buf: &[u8]) -> io::Result<()> {
+        (**self).write_at(offset, buf)
+    }
+
+    fn flush(&self) -> io::Result<()> {
+        (**self).flush()
+    }
+
+    fn size(&self) -> u64 {
+        (**self).size()
+    }
+}

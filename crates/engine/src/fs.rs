@@ -94,7 +94,7 @@ struct Writer {
     /// disk: no further checkpoint may be written.
     failed: AtomicBool,
     last_checkpoint: Mutex<Instant>,
-    cp_interval: Duration,
+    cp_interval: Mutex<Duration>,
     cold_exts: Vec<String>,
     hot_exts: Vec<String>,
     gc: Mutex<GcState>,
@@ -226,7 +226,7 @@ impl Fs {
             open_counts: Mutex::new(HashMap::new()),
             failed: AtomicBool::new(false),
             last_checkpoint: Mutex::new(Instant::now()),
-            cp_interval: DEFAULT_CP_INTERVAL,
+            cp_interval: Mutex::new(DEFAULT_CP_INTERVAL),
             cold_exts: cold,
             hot_exts: hot,
             gc: Mutex::new(GcState::default()),
@@ -359,11 +359,19 @@ impl Fs {
 
     /// User-visible xattrs as (full name, value), in stored order.
     pub fn xattrs(&self, inode: &InodeInfo) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
-        Ok(read_xattrs(&self.nm, inode)?
+        read_xattrs(&self.nm, inode)?
             .into_iter()
             .filter(|e| is_visible(e.index))
-            .map(|e| (e.full_name(), e.value))
-            .collect())
+            .map(|e| {
+                let value = if f2fuse_layout::xattr::is_acl_index(e.index) {
+                    f2fuse_layout::xattr::acl_from_disk(&e.value)
+                        .map_err(|c| Error::from(c.at(format!("inode {}", inode.ino))))?
+                } else {
+                    e.value.clone()
+                };
+                Ok((e.full_name(), value))
+            })
+            .collect()
     }
 
     pub fn get_xattr(&self, inode: &InodeInfo, name: &[u8]) -> Result<Vec<u8>> {
@@ -534,7 +542,7 @@ impl Fs {
             checksum_seed: self.check.checksum_seed,
         };
         self.nm
-            .write_nodes(&self.writer().space, stamp, self.nm.take_dirty_nodes())
+            .write_nodes(&self.writer().space, stamp, self.nm.dirty_nodes())
     }
 
     /// One round of background cleaning (cost-benefit victim, search bounded
@@ -587,6 +595,13 @@ impl Fs {
         result
     }
 
+    /// How often operations trigger a checkpoint (the kernel's `cp_interval`).
+    pub fn set_checkpoint_interval(&self, interval: Duration) {
+        if let Some(w) = &self.writer {
+            *w.cp_interval.lock() = interval;
+        }
+    }
+
     /// Cleaning counters.
     pub fn gc_stats(&self) -> GcStats {
         self.writer
@@ -597,7 +612,7 @@ impl Fs {
 
     fn maybe_checkpoint(&self) -> Result<()> {
         let w = self.writer();
-        let due = w.last_checkpoint.lock().elapsed() >= w.cp_interval;
+        let due = w.last_checkpoint.lock().elapsed() >= *w.cp_interval.lock();
         if due || self.nm.dirty_node_count() > MAX_DIRTY_NODES {
             self.checkpoint()?;
         }
@@ -637,8 +652,9 @@ impl Fs {
             checksum_seed: self.check.checksum_seed,
         };
         self.nm
-            .write_nodes(&w.space, stamp, self.nm.take_dirty_nodes())?;
+            .write_nodes(&w.space, stamp, self.nm.dirty_nodes())?;
         let mut space = w.space.lock();
+        space.advance_full_logs()?;
         space.write_pending_ssa(&self.dev)?;
         space.debug_check();
         let nat = self.nm.flush_nat()?;
@@ -753,14 +769,17 @@ impl Fs {
 
     fn new_entry(
         &self,
-        parent: u32,
-        name: &[u8],
-        spec_mode: u16,
-        uid: u32,
-        gid: u32,
-        rdev: (u32, u32),
+        spec: NewInode,
         fill: impl FnOnce(&Ctx, u32) -> Result<()>,
     ) -> Result<InodeInfo> {
+        let NewInode {
+            mode: spec_mode,
+            uid,
+            gid,
+            parent,
+            name,
+            rdev,
+        } = spec;
         let ino = self.mutate(|ctx| {
             let _ns = self.writer().ns_lock.lock();
             let dir = self.dir_inode(parent)?;
@@ -819,12 +838,14 @@ impl Fs {
         gid: u32,
     ) -> Result<InodeInfo> {
         self.new_entry(
-            parent,
-            name,
-            mode::S_IFREG | (perm & 0o7777),
-            uid,
-            gid,
-            (0, 0),
+            NewInode {
+                parent,
+                name,
+                mode: mode::S_IFREG | (perm & 0o7777),
+                uid,
+                gid,
+                rdev: (0, 0),
+            },
             |_, _| Ok(()),
         )
     }
@@ -838,12 +859,14 @@ impl Fs {
         gid: u32,
     ) -> Result<InodeInfo> {
         self.new_entry(
-            parent,
-            name,
-            mode::S_IFDIR | (perm & 0o7777),
-            uid,
-            gid,
-            (0, 0),
+            NewInode {
+                parent,
+                name,
+                mode: mode::S_IFDIR | (perm & 0o7777),
+                uid,
+                gid,
+                rdev: (0, 0),
+            },
             |_, _| Ok(()),
         )
     }
@@ -862,7 +885,17 @@ impl Fs {
             Some(FileKind::Directory) | Some(FileKind::Symlink) | None => {
                 Err(Error::errno(libc::EINVAL, "mknod of that type"))
             }
-            Some(_) => self.new_entry(parent, name, mode, uid, gid, rdev, |_, _| Ok(())),
+            Some(_) => self.new_entry(
+                NewInode {
+                    parent,
+                    name,
+                    mode,
+                    uid,
+                    gid,
+                    rdev,
+                },
+                |_, _| Ok(()),
+            ),
         }
     }
 
@@ -885,12 +918,14 @@ impl Fs {
             ));
         }
         self.new_entry(
-            parent,
-            name,
-            mode::S_IFLNK | 0o777,
-            uid,
-            gid,
-            (0, 0),
+            NewInode {
+                parent,
+                name,
+                mode: mode::S_IFLNK | 0o777,
+                uid,
+                gid,
+                rdev: (0, 0),
+            },
             // One block at most: written whole or not at all.
             |ctx, ino| data::write_data(ctx, ino, 0, target).map(|_| ()),
         )

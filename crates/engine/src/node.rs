@@ -295,27 +295,19 @@ impl NodeManager {
         self.dirty_nodes.lock().len()
     }
 
-    /// Takes every dirty node for writing, in nid order.
-    pub fn take_dirty_nodes(&self) -> Vec<(u32, Block)> {
-        let mut all: Vec<(u32, Block)> = self.dirty_nodes.lock().drain().collect();
+    /// Copies of every dirty node, in nid order, for writing. They stay in
+    /// the cache (readers keep finding them) until `write_nodes` has put
+    /// each on disk and pointed the NAT at it. The caller must exclude
+    /// writers meanwhile (the checkpoint lock).
+    pub fn dirty_nodes(&self) -> Vec<(u32, Block)> {
+        let mut all: Vec<(u32, Block)> = self
+            .dirty_nodes
+            .lock()
+            .iter()
+            .map(|(nid, b)| (*nid, b.clone()))
+            .collect();
         all.sort_by_key(|(nid, _)| *nid);
         all
-    }
-
-    /// Takes the dirty nodes of one inode (its inode block, dnodes, xattr node).
-    pub fn take_dirty_nodes_of(&self, ino: u32) -> Vec<(u32, Block)> {
-        let mut cache = self.dirty_nodes.lock();
-        let nids: Vec<u32> = cache
-            .iter()
-            .filter(|(_, b)| footer_of(b).ino.get() == ino)
-            .map(|(nid, _)| *nid)
-            .collect();
-        let mut out: Vec<(u32, Block)> = nids
-            .into_iter()
-            .map(|nid| (nid, cache.remove(&nid).unwrap()))
-            .collect();
-        out.sort_by_key(|(nid, _)| *nid);
-        out
     }
 
     /// Hands out an unused nid.
@@ -495,24 +487,21 @@ pub struct NodeStamp {
 }
 
 impl NodeManager {
-    /// Writes `nodes` out of place through the node logs, updating the NAT
-    /// and invalidating the blocks they replace.
+    /// Writes `nodes` out of place through the node logs, then points the
+    /// NAT at the new blocks, drops them from the dirty cache and
+    /// invalidates the blocks they replace.
     pub fn write_nodes(
         &self,
         space: &Mutex<SegmentManager>,
         stamp: NodeStamp,
         nodes: Vec<(u32, Block)>,
     ) -> Result<()> {
-        let mut placed: Vec<(u32, Block)> = Vec::with_capacity(nodes.len());
+        let mut placed: Vec<(u32, u32, Block)> = Vec::with_capacity(nodes.len());
         for (nid, mut block) in nodes {
             let log = node_log(&block);
-            let old = self.nat_entry(nid)?.block_addr.get();
             let addr = {
                 let mut sm = space.lock();
                 let addr = sm.allocate(log, Summary::new(nid, 0, 0))?;
-                if old != NULL_ADDR && old != NEW_ADDR {
-                    sm.invalidate(old);
-                }
                 let cs = &sm.cursegs[log as usize];
                 let next = sm.blkaddr_of(cs.segno, cs.next_blkoff as u32);
                 let footer = footer_of_mut(&mut block);
@@ -523,11 +512,10 @@ impl NodeManager {
             if footer_of(&block).ofs() == 0 {
                 update_inode_checksum(&mut block, stamp.features, stamp.checksum_seed);
             }
-            self.set_node_addr(nid, addr)?;
             self.clean.lock().insert(addr, &block);
-            placed.push((addr, block));
+            placed.push((addr, nid, block));
         }
-        placed.sort_by_key(|(addr, _)| *addr);
+        placed.sort_by_key(|(addr, _, _)| *addr);
         let mut i = 0;
         while i < placed.len() {
             let mut j = i + 1;
@@ -535,11 +523,20 @@ impl NodeManager {
                 j += 1;
             }
             let mut buf = Vec::with_capacity((j - i) * F2FS_BLKSIZE);
-            for (_, block) in &placed[i..j] {
+            for (_, _, block) in &placed[i..j] {
                 buf.extend_from_slice(block);
             }
             self.dev.write_blocks(placed[i].0 as u64, &buf)?;
             i = j;
+        }
+        // Only now that the blocks are written may readers reach them through the NAT.
+        for (addr, nid, _) in placed {
+            let old = self.nat_entry(nid)?.block_addr.get();
+            self.set_node_addr(nid, addr)?;
+            self.dirty_nodes.lock().remove(&nid);
+            if old != NULL_ADDR && old != NEW_ADDR {
+                space.lock().invalidate(old);
+            }
         }
         Ok(())
     }

@@ -358,7 +358,7 @@ impl SegmentManager {
         let cur = self.cursegs[log as usize].segno;
         let per = self.segs_per_sec;
         let next = cur + 1;
-        if next % per != 0
+        if !next.is_multiple_of(per)
             && (next as usize) < self.segs.len()
             && self.segs[next as usize].is_free()
             && !self.is_current(next)
@@ -507,10 +507,13 @@ impl SegmentManager {
             return Ok(false);
         };
         let sums = self.read_summaries(segno)?;
+        let first_free = (0..BLOCKS_PER_SEG as usize)
+            .find(|&b| self.segs[segno as usize].slot_free(b))
+            .unwrap_or(0);
         self.retire_curseg(log);
         let cs = &mut self.cursegs[log as usize];
         cs.segno = segno;
-        cs.next_blkoff = 0;
+        cs.next_blkoff = first_free as u16;
         cs.alloc_type = checkpoint_ssr();
         cs.sums = sums;
         self.segs[segno as usize].seg_type = log as u8;
@@ -679,5 +682,27 @@ impl SegmentManager {
                     .all(|s| self.segs[s].valid == 0 && !self.is_current(s as u32))
             })
             .count() as u32
+    }
+}
+
+impl SegmentManager {
+    /// A checkpoint may not record a full log (next block 512): like the
+    /// kernel, move such logs to a new segment first. An SSR log's next
+    /// block must be a free slot (fsck checks it).
+    pub fn advance_full_logs(&mut self) -> Result<()> {
+        for log in CursegType::ALL {
+            let cs = &self.cursegs[log as usize];
+            let next = if cs.alloc_type == checkpoint_ssr() {
+                let seg = &self.segs[cs.segno as usize];
+                (cs.next_blkoff as usize..BLOCKS_PER_SEG as usize).find(|&b| seg.slot_free(b))
+            } else {
+                ((cs.next_blkoff as u32) < BLOCKS_PER_SEG).then_some(cs.next_blkoff as usize)
+            };
+            match next {
+                Some(off) => self.cursegs[log as usize].next_blkoff = off as u16,
+                None => self.open_new_segment(log)?,
+            }
+        }
+        Ok(())
     }
 }

@@ -73,6 +73,16 @@ pub fn set_xattr(
     if full_name.len() > XATTR_NAME_MAX {
         return Err(Error::errno(libc::ERANGE, "xattr name too long"));
     }
+    // ACLs arrive in the user-space format and are stored in F2FS's own.
+    let converted;
+    let value = match value {
+        Some(v) if f2fuse_layout::xattr::is_acl_index(index) => {
+            converted = f2fuse_layout::xattr::acl_to_disk(v)
+                .ok_or_else(|| Error::errno(libc::EINVAL, "malformed POSIX ACL"))?;
+            Some(converted.as_slice())
+        }
+        other => other,
+    };
     let inode = ctx.inode(ino)?;
     if let Some(v) = value {
         if v.len() > max_value_len(&inode) {

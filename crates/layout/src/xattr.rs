@@ -72,6 +72,80 @@ pub fn is_visible(index: u8) -> bool {
     prefix_of(index).is_some()
 }
 
+pub fn is_acl_index(index: u8) -> bool {
+    index == xattr_index::POSIX_ACL_ACCESS || index == xattr_index::POSIX_ACL_DEFAULT
+}
+
+/// POSIX ACL tags.
+const ACL_USER_OBJ: u16 = 0x01;
+const ACL_USER: u16 = 0x02;
+const ACL_GROUP_OBJ: u16 = 0x04;
+const ACL_GROUP: u16 = 0x08;
+const ACL_MASK: u16 = 0x10;
+const ACL_OTHER: u16 = 0x20;
+/// Version words of the user-space (VFS) and on-disk ACL formats.
+const POSIX_ACL_XATTR_VERSION: u32 = 2;
+const F2FS_ACL_VERSION: u32 = 1;
+
+/// Converts an ACL from the xattr format user space passes (version 2,
+/// 8-byte entries) to F2FS's on-disk format (version 1; entries without an
+/// id are 4 bytes). `None` if the input is malformed.
+pub fn acl_to_disk(vfs: &[u8]) -> Option<Vec<u8>> {
+    if vfs.len() < 4
+        || !(vfs.len() - 4).is_multiple_of(8)
+        || u32::from_le_bytes(vfs[0..4].try_into().ok()?) != POSIX_ACL_XATTR_VERSION
+    {
+        return None;
+    }
+    let mut out = F2FS_ACL_VERSION.to_le_bytes().to_vec();
+    for e in vfs[4..].chunks_exact(8) {
+        let tag = u16::from_le_bytes([e[0], e[1]]);
+        match tag {
+            ACL_USER | ACL_GROUP => out.extend_from_slice(e),
+            ACL_USER_OBJ | ACL_GROUP_OBJ | ACL_MASK | ACL_OTHER => out.extend_from_slice(&e[..4]),
+            _ => return None,
+        }
+    }
+    Some(out)
+}
+
+/// Converts an on-disk F2FS ACL to the xattr format user space expects.
+pub fn acl_from_disk(disk: &[u8]) -> Result<Vec<u8>> {
+    ensure!(
+        disk.len() >= 4 && u32::from_le_bytes(disk[0..4].try_into().unwrap()) == F2FS_ACL_VERSION,
+        "ACL",
+        "bad version header"
+    );
+    let mut out = POSIX_ACL_XATTR_VERSION.to_le_bytes().to_vec();
+    let mut pos = 4;
+    while pos < disk.len() {
+        ensure!(
+            pos + 4 <= disk.len(),
+            "ACL",
+            "entry at byte {pos} truncated"
+        );
+        let tag = u16::from_le_bytes([disk[pos], disk[pos + 1]]);
+        match tag {
+            ACL_USER | ACL_GROUP => {
+                ensure!(
+                    pos + 8 <= disk.len(),
+                    "ACL",
+                    "entry at byte {pos} truncated"
+                );
+                out.extend_from_slice(&disk[pos..pos + 8]);
+                pos += 8;
+            }
+            ACL_USER_OBJ | ACL_GROUP_OBJ | ACL_MASK | ACL_OTHER => {
+                out.extend_from_slice(&disk[pos..pos + 4]);
+                out.extend_from_slice(&u32::MAX.to_le_bytes());
+                pos += 4;
+            }
+            _ => ensure!(false, "ACL", "unknown tag {tag:#x} at byte {pos}"),
+        }
+    }
+    Ok(out)
+}
+
 /// Decodes a logical xattr buffer. A buffer whose magic is not set holds no xattrs.
 pub fn parse_xattrs(buf: &[u8]) -> Result<Vec<XattrEntry>> {
     if buf.len() < XATTR_HEADER_SIZE
@@ -95,8 +169,9 @@ pub fn parse_xattrs(buf: &[u8]) -> Result<Vec<XattrEntry>> {
             "entry at byte {pos} ({size} bytes) runs past the {}-byte buffer",
             buf.len()
         );
+        // POSIX ACL entries are the only ones stored without a name suffix.
         ensure!(
-            name_len > 0,
+            name_len > 0 || is_acl_index(index),
             "xattr",
             "entry at byte {pos} has an empty name"
         );
@@ -114,8 +189,10 @@ pub fn encoded_len(entries: &[XattrEntry]) -> usize {
 }
 
 /// Encodes into a zeroed buffer of `capacity` bytes, or `None` if it does not fit.
+/// Like the kernel, entries may fill the buffer exactly: the end marker is
+/// then implied by the end of the buffer (readers stop there too).
 pub fn encode_xattrs(entries: &[XattrEntry], capacity: usize) -> Option<Vec<u8>> {
-    if encoded_len(entries) > capacity {
+    if encoded_len(entries) - 4 > capacity {
         return None;
     }
     let mut buf = vec![0u8; capacity];
@@ -124,7 +201,7 @@ pub fn encode_xattrs(entries: &[XattrEntry], capacity: usize) -> Option<Vec<u8>>
     let mut pos = XATTR_HEADER_SIZE;
     for e in entries {
         debug_assert!(
-            !e.name.is_empty()
+            (!e.name.is_empty() || is_acl_index(e.index))
                 && e.name.len() <= XATTR_NAME_MAX
                 && e.value.len() <= u16::MAX as usize
         );
@@ -168,7 +245,40 @@ mod tests {
         assert_eq!(split_name(b"user."), None);
         assert_eq!(split_name(b"bogus.x"), None);
         assert!(encode_xattrs(&entries, 40).is_none());
+        // Exactly full (no room for the end marker) still encodes and parses.
+        let exact = encoded_len(&entries) - 4;
+        let buf = encode_xattrs(&entries, exact).unwrap();
+        assert_eq!(parse_xattrs(&buf).unwrap(), entries);
+        assert!(encode_xattrs(&entries, exact - 1).is_none());
         assert!(parse_xattrs(&[0u8; 64]).unwrap().is_empty());
+    }
+
+    #[test]
+    fn acl_formats_round_trip() {
+        // user::rw-, user:1000:r--, group::r--, mask::r--, other::---
+        let mut vfs = 2u32.to_le_bytes().to_vec();
+        for (tag, perm, id) in [
+            (1u16, 6u16, u32::MAX),
+            (2, 4, 1000),
+            (4, 4, u32::MAX),
+            (0x10, 4, u32::MAX),
+            (0x20, 0, u32::MAX),
+        ] {
+            vfs.extend_from_slice(&tag.to_le_bytes());
+            vfs.extend_from_slice(&perm.to_le_bytes());
+            vfs.extend_from_slice(&id.to_le_bytes());
+        }
+        let disk = acl_to_disk(&vfs).unwrap();
+        assert_eq!(disk.len(), 4 + 4 + 8 + 4 + 4 + 4);
+        assert_eq!(acl_from_disk(&disk).unwrap(), vfs);
+        assert!(acl_to_disk(&vfs[..7]).is_none());
+        let entries = vec![XattrEntry {
+            index: xattr_index::POSIX_ACL_ACCESS,
+            name: Vec::new(),
+            value: disk,
+        }];
+        let buf = encode_xattrs(&entries, 200).unwrap();
+        assert_eq!(parse_xattrs(&buf).unwrap(), entries);
     }
 
     #[test]

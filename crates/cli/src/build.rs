@@ -1,0 +1,394 @@
+//! `build`: make an image from a host directory tree with our own engine
+//! (what `mkfs.f2fs` + `sload.f2fs -P` do, plus the metadata sload drops:
+//! xattrs, special files, nanosecond times, the root's attributes).
+
+use crate::put::{attrs_of, open_source};
+use crate::rw::{self, copy_data, describe, errno_of, fail, show, CopyError};
+use crate::size::{human, parse_size};
+use clap::Args;
+use f2fuse_engine::mkfs::{format_path, parse_features, MkfsOptions};
+use f2fuse_engine::xattr::SetMode;
+use f2fuse_engine::{FileKind, Fs};
+use f2fuse_layout::F2FS_ROOT_INO;
+use indicatif::{ProgressBar, ProgressStyle};
+use std::collections::{HashMap, HashSet};
+use std::fs::{self, Metadata};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{FileTypeExt, MetadataExt};
+use std::path::{Path, PathBuf};
+
+#[derive(Args)]
+pub struct BuildArgs {
+    /// The host directory to copy (it becomes the image's root directory).
+    pub src_dir: PathBuf,
+    /// Image file or block device. Formatted if it does not exist or is an
+    /// empty file, or with --size or --format; otherwise the tree is added to
+    /// its file system.
+    pub image: PathBuf,
+    /// Image size (512M, 4G); formats the image. Default for a new image:
+    /// 1.5 x the tree's allocated bytes + 64 MiB, at least 64 MiB.
+    #[arg(long, short = 'S')]
+    pub size: Option<String>,
+    /// Format an existing image or device at its present size.
+    #[arg(long)]
+    pub format: bool,
+    /// Features when formatting, comma-separated (as for mkfs).
+    #[arg(short = 'O', value_name = "FEATURES")]
+    pub features: Vec<String>,
+    /// Volume label when formatting.
+    #[arg(short = 'l', long)]
+    pub label: Option<String>,
+    /// Make everything owned by the caller instead of copying owners.
+    #[arg(long)]
+    pub no_owner: bool,
+    /// No progress bar and no summary (warnings are still printed).
+    #[arg(short = 'q', long)]
+    pub quiet: bool,
+}
+
+/// What the tree holds, from a first walk.
+#[derive(Default, Debug)]
+struct Totals {
+    entries: u64,
+    /// Apparent bytes of regular files (each inode once): the progress total.
+    file_bytes: u64,
+    /// Bytes the host allocates (4 KiB-rounded) plus one node block per inode.
+    need_bytes: u64,
+}
+
+type HostId = (u64, u64);
+
+fn id_of(md: &Metadata) -> HostId {
+    (md.dev(), md.ino())
+}
+
+fn scan(
+    path: &Path,
+    skip: Option<HostId>,
+    seen: &mut HashSet<HostId>,
+    t: &mut Totals,
+) -> Result<(), String> {
+    let md = fs::symlink_metadata(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    if Some(id_of(&md)) == skip {
+        return Ok(());
+    }
+    t.entries += 1;
+    if md.nlink() > 1 && !md.is_dir() && !seen.insert(id_of(&md)) {
+        return Ok(());
+    }
+    t.need_bytes += (md.blocks() * 512).div_ceil(4096) * 4096 + 4096;
+    if md.is_file() {
+        t.file_bytes += md.len();
+    }
+    if md.is_dir() {
+        let rd = fs::read_dir(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        for de in rd {
+            let de = de.map_err(|e| format!("{}: {e}", path.display()))?;
+            scan(&de.path(), skip, seen, t)?;
+        }
+    }
+    Ok(())
+}
+
+/// The default size of a new image for a tree needing `need` bytes.
+pub fn default_size(need: u64) -> u64 {
+    let size = need + need / 2 + (64 << 20);
+    size.div_ceil(1 << 20).max(64) << 20
+}
+
+pub fn run(args: &BuildArgs) -> Result<(), String> {
+    let src = &args.src_dir;
+    let src_md = fs::symlink_metadata(src).map_err(|e| format!("{}: {e}", src.display()))?;
+    if !src_md.is_dir() {
+        return Err(format!("{}: not a directory", src.display()));
+    }
+    let size = args.size.as_deref().map(parse_size).transpose()?;
+    let image_md = fs::metadata(&args.image).ok();
+    // A missing or empty image file is new: it gets the default size.
+    let new_image = image_md
+        .as_ref()
+        .is_none_or(|m| m.is_file() && m.len() == 0);
+    let format = new_image || size.is_some() || args.format;
+    if !format && (!args.features.is_empty() || args.label.is_some()) {
+        return Err(format!(
+            "{}: exists; -O and -l only apply when formatting (add --size or --format)",
+            args.image.display()
+        ));
+    }
+    let mut features = 0;
+    for list in &args.features {
+        features |= parse_features(list).map_err(|e| describe(&e))?;
+    }
+    // The image may live inside the tree: never copy it into itself.
+    let mut skip = image_md.as_ref().map(id_of);
+    let mut totals = Totals::default();
+    scan(src, skip, &mut HashSet::new(), &mut totals)?;
+
+    if format {
+        let size = match size {
+            Some(s) => Some(s),
+            None if new_image => Some(default_size(totals.need_bytes)),
+            None => None, // --format: keep the present size
+        };
+        let opts = MkfsOptions {
+            label: args.label.clone().unwrap_or_default(),
+            features,
+            root_uid: src_md.uid(),
+            root_gid: src_md.gid(),
+            ..MkfsOptions::default()
+        };
+        format_path(&args.image, size, &opts)
+            .map_err(|e| format!("{}: {}", args.image.display(), describe(&e)))?;
+        skip = fs::metadata(&args.image).ok().map(|m| id_of(&m));
+    }
+
+    let fs = rw::open_rw(&args.image)?;
+    let free = fs.statfs().blocks_free * 4096;
+    // Checked for fresh images only (adding to an image may replace files).
+    if format && totals.need_bytes > free {
+        let _ = fs.unmount();
+        return Err(format!(
+            "{}: {} free but the tree needs about {} (use a larger --size)",
+            args.image.display(),
+            human(free),
+            human(totals.need_bytes)
+        ));
+    }
+    let progress = if args.quiet {
+        ProgressBar::hidden()
+    } else {
+        let bar = ProgressBar::new(totals.file_bytes);
+        bar.set_style(
+            ProgressStyle::with_template(
+                "{spinner} {elapsed_precise} [{wide_bar}] {bytes}/{total_bytes} {binary_bytes_per_sec} {msg}",
+            )
+            .expect("static template")
+            .progress_chars("=> "),
+        );
+        bar
+    };
+    let mut b = Builder {
+        fs: &fs,
+        owner: args.no_owner.then(rw::caller_ids),
+        merge: !format,
+        skip,
+        links: HashMap::new(),
+        warnings: Vec::new(),
+        progress,
+        entries: 0,
+        total_entries: totals.entries.saturating_sub(1),
+    };
+    let result = b
+        .copy_dir(src, F2FS_ROOT_INO, "")
+        .and_then(|()| b.finish_entry(F2FS_ROOT_INO, src, &src_md, "/", None));
+    b.progress.finish_and_clear();
+    let warnings = std::mem::take(&mut b.warnings);
+    let entries = b.entries;
+    let unmounted = fs
+        .unmount()
+        .map_err(|e| format!("{}: unmount: {}", args.image.display(), describe(&e)));
+    for w in &warnings {
+        eprintln!("warning: {w}");
+    }
+    result?;
+    unmounted?;
+    if !args.quiet {
+        let image_size = fs::metadata(&args.image).map(|m| m.len()).unwrap_or(0);
+        eprintln!(
+            "built {} from {}: {entries} {}, {} of file data{}",
+            args.image.display(),
+            src.display(),
+            if entries == 1 { "entry" } else { "entries" },
+            human(totals.file_bytes),
+            if image_size > 0 {
+                format!(", image {}", human(image_size))
+            } else {
+                String::new()
+            }
+        );
+    }
+    Ok(())
+}
+
+struct Builder<'a> {
+    fs: &'a Fs,
+    /// Fixed owner for everything (--no-owner), else the host's.
+    owner: Option<(u32, u32)>,
+    /// Adding to an existing file system: entries may already exist.
+    merge: bool,
+    /// The image file itself, if it lies inside the tree.
+    skip: Option<HostId>,
+    /// Host inode -> our inode, for hard links.
+    links: HashMap<HostId, u32>,
+    warnings: Vec<String>,
+    progress: ProgressBar,
+    entries: u64,
+    /// Entries below the root, from the first walk (for the progress line).
+    total_entries: u64,
+}
+
+impl Builder<'_> {
+    fn copy_dir(&mut self, host: &Path, dir: u32, at: &str) -> Result<(), String> {
+        let mut names: Vec<_> = fs::read_dir(host)
+            .map_err(|e| format!("{}: {e}", host.display()))?
+            .map(|de| de.map(|d| d.file_name()))
+            .collect::<Result<_, _>>()
+            .map_err(|e| format!("{}: {e}", host.display()))?;
+        names.sort();
+        for name in names {
+            let path = host.join(&name);
+            let shown = format!("{at}/{}", show(name.as_bytes()));
+            let md = fs::symlink_metadata(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+            if Some(id_of(&md)) == self.skip {
+                self.warnings.push(format!(
+                    "{}: is the image itself; not copied",
+                    path.display()
+                ));
+                continue;
+            }
+            self.copy_entry(&path, &md, dir, name.as_bytes(), &shown)?;
+        }
+        Ok(())
+    }
+
+    fn copy_entry(
+        &mut self,
+        path: &Path,
+        md: &Metadata,
+        dir: u32,
+        name: &[u8],
+        shown: &str,
+    ) -> Result<(), String> {
+        let fs = self.fs;
+        self.entries += 1;
+        self.progress
+            .set_message(format!("{}/{} entries", self.entries, self.total_entries));
+        let (uid, gid) = self.owner.unwrap_or((md.uid(), md.gid()));
+        let ft = md.file_type();
+        let mut reuse_dir = None;
+        if self.merge {
+            reuse_dir = self.make_room(dir, name, ft.is_dir(), shown)?;
+        }
+        if !ft.is_dir() && md.nlink() > 1 {
+            if let Some(&ino) = self.links.get(&id_of(md)) {
+                fs.link(ino, dir, name).map_err(|e| fail(shown, &e))?;
+                if ft.is_file() {
+                    self.progress.inc(md.len());
+                }
+                return Ok(());
+            }
+        }
+        let perm = (md.mode() & 0o7777) as u16;
+        let ino = if ft.is_dir() {
+            let ino = match reuse_dir {
+                Some(ino) => ino,
+                None => {
+                    fs.mkdir(dir, name, perm, uid, gid)
+                        .map_err(|e| fail(shown, &e))?
+                        .ino
+                }
+            };
+            self.copy_dir(path, ino, shown)?;
+            ino
+        } else if ft.is_file() {
+            let inode = fs
+                .create(dir, name, perm, uid, gid)
+                .map_err(|e| fail(shown, &e))?;
+            // Empty files are not opened (a mode-0000 one is fine without root).
+            if md.len() > 0 {
+                let file = open_source(path).map_err(|e| format!("{}: {e}", path.display()))?;
+                let progress = &self.progress;
+                copy_data(fs, inode.ino, &file, md.len(), &mut |n| progress.inc(n)).map_err(
+                    |e| match e {
+                        CopyError::Host(e) => format!("{}: {e}", path.display()),
+                        CopyError::Image(e) => fail(shown, &e),
+                    },
+                )?;
+            }
+            inode.ino
+        } else if ft.is_symlink() {
+            let target = fs::read_link(path).map_err(|e| format!("{}: {e}", path.display()))?;
+            fs.symlink(dir, name, target.as_os_str().as_bytes(), uid, gid)
+                .map_err(|e| fail(shown, &e))?
+                .ino
+        } else if ft.is_fifo() || ft.is_socket() || ft.is_char_device() || ft.is_block_device() {
+            let mode = (md.mode() & (libc::S_IFMT | 0o7777)) as u16;
+            let rdev = (libc::major(md.rdev()), libc::minor(md.rdev()));
+            fs.mknod(dir, name, mode, rdev, uid, gid)
+                .map_err(|e| fail(shown, &e))?
+                .ino
+        } else {
+            self.warnings
+                .push(format!("{}: unknown file type; not copied", path.display()));
+            return Ok(());
+        };
+        if !ft.is_dir() && md.nlink() > 1 {
+            self.links.insert(id_of(md), ino);
+        }
+        let size = ft.is_file().then_some(md.len());
+        self.finish_entry(ino, path, md, shown, size)
+    }
+
+    /// When adding to an existing image: clears the way for `name`. Returns
+    /// the existing directory's inode when a directory is merged into it.
+    fn make_room(
+        &mut self,
+        dir: u32,
+        name: &[u8],
+        is_dir: bool,
+        shown: &str,
+    ) -> Result<Option<u32>, String> {
+        let entry = match self.fs.lookup(dir, name) {
+            Ok(e) => e,
+            Err(e) if errno_of(&e) == Some(libc::ENOENT) => return Ok(None),
+            Err(e) => return Err(fail(shown, &e)),
+        };
+        match (entry.kind == FileKind::Directory, is_dir) {
+            (true, true) => Ok(Some(entry.ino)),
+            (true, false) => Err(format!(
+                "{shown}: is a directory in the image but not in the source tree"
+            )),
+            (false, _) => {
+                self.fs.unlink(dir, name).map_err(|e| fail(shown, &e))?;
+                Ok(None)
+            }
+        }
+    }
+
+    /// Xattrs, then mode, owner and times (after the contents, which change mtime).
+    fn finish_entry(
+        &mut self,
+        ino: u32,
+        path: &Path,
+        md: &Metadata,
+        shown: &str,
+        size: Option<u64>,
+    ) -> Result<(), String> {
+        let xattrs =
+            rw::host_xattrs(path).map_err(|e| format!("{}: xattrs: {e}", path.display()))?;
+        for (name, value) in xattrs {
+            if let Some(problem) = rw::xattr_name_problem(&name) {
+                self.warnings
+                    .push(format!("{}: not copied: {problem}", path.display()));
+                continue;
+            }
+            match self.fs.set_xattr(ino, &name, &value, SetMode::Any) {
+                Ok(()) => {}
+                Err(e) if matches!(errno_of(&e), Some(libc::E2BIG) | Some(libc::ERANGE)) => {
+                    self.warnings.push(format!(
+                        "{}: xattr {} not copied: {}",
+                        path.display(),
+                        show(&name),
+                        describe(&e)
+                    ))
+                }
+                Err(e) => return Err(format!("{shown}: xattr {}: {}", show(&name), describe(&e))),
+            }
+        }
+        let (uid, gid) = self.owner.unwrap_or((md.uid(), md.gid()));
+        self.fs
+            .setattr(ino, &attrs_of(md, uid, gid, size))
+            .map_err(|e| fail(shown, &e))?;
+        Ok(())
+    }
+}

@@ -1,0 +1,901 @@
+//! `f2fuse mount`: images made by `f2fuse mkfs` and by mkfs.f2fs are
+//! mounted through FUSE, changed with ordinary system calls, unmounted; then
+//! (after waiting until the daemon has closed the image) fsck.f2fs must find
+//! the image clean and the engine must read back what was written.
+//!
+//! Needs /dev/fuse and fusermount3 (Debian: fuse3); without them the tests
+//! print a skip note, and fail under `CI=1`.
+
+#[path = "../../engine/tests/support/mod.rs"]
+mod support;
+
+use f2fuse_engine::{FileKind, Fs, OpenOptions};
+use std::ffi::{CString, OsStr};
+use std::fs;
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::io::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use support::*;
+
+/// True if FUSE mounts can be made here; else a skip note (a panic under CI).
+fn fuse_available() -> bool {
+    let ok = Path::new("/dev/fuse").exists()
+        && find_tool("fusermount3").is_some()
+        && require_f2fs_tools();
+    if !ok {
+        let msg = "FUSE tests need /dev/fuse, fusermount3 (apt-get install fuse3) and f2fs-tools";
+        if std::env::var_os("CI").is_some() {
+            panic!("{msg}");
+        }
+        eprintln!("SKIPPING test: {msg}");
+    }
+    ok
+}
+
+fn f2fuse(args: &[&OsStr]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_f2fuse"))
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run f2fuse")
+}
+
+fn f2fuse_mkfs(img: &Path, size: &str) {
+    let out = f2fuse(&[
+        "mkfs".as_ref(),
+        img.as_os_str(),
+        "--size".as_ref(),
+        size.as_ref(),
+        "-q".as_ref(),
+    ]);
+    assert!(out.status.success(), "mkfs: {out:?}");
+}
+
+/// Whether something is mounted exactly at `dir` (from /proc/self/mountinfo).
+fn is_mounted(dir: &Path) -> bool {
+    let dir = dir.to_str().unwrap();
+    fs::read_to_string("/proc/self/mountinfo")
+        .unwrap()
+        .lines()
+        .any(|l| l.split(' ').nth(4) == Some(dir))
+}
+
+/// Processes with `img` open (like `fuser IMG`).
+fn holders(img: &Path) -> Vec<u32> {
+    let img = img.canonicalize().unwrap();
+    let mut pids = Vec::new();
+    for proc_entry in fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = proc_entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(fds) = fs::read_dir(proc_entry.path().join("fd")) else {
+            continue;
+        };
+        if fds
+            .flatten()
+            .any(|fd| fs::read_link(fd.path()).is_ok_and(|t| t == img))
+        {
+            pids.push(pid);
+        }
+    }
+    pids
+}
+
+/// Rule 1 of external-tests.md: unmount returns before the daemon has
+/// written its last checkpoint and closed the image; wait for that.
+fn wait_released(img: &Path) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !holders(img).is_empty() {
+        assert!(
+            Instant::now() < deadline,
+            "{} still held by {:?} 60 s after unmount",
+            img.display(),
+            holders(img)
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A mounted image; unmounted (lazily) on drop if the test did not.
+struct Mount {
+    img: PathBuf,
+    mnt: PathBuf,
+    mounted: bool,
+}
+
+impl Mount {
+    fn new(img: &Path, mnt: &Path, opts: &str) -> Mount {
+        fs::create_dir_all(mnt).unwrap();
+        let mut args: Vec<&OsStr> = vec!["mount".as_ref(), img.as_os_str(), mnt.as_os_str()];
+        if !opts.is_empty() {
+            args.extend([OsStr::new("-o"), OsStr::new(opts)]);
+        }
+        let out = f2fuse(&args);
+        assert!(
+            out.status.success(),
+            "f2fuse mount failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let mnt = mnt.canonicalize().unwrap();
+        assert!(is_mounted(&mnt), "{} is not a mount point", mnt.display());
+        Mount {
+            img: img.to_path_buf(),
+            mnt,
+            mounted: true,
+        }
+    }
+
+    fn path(&self, rel: &str) -> PathBuf {
+        self.mnt.join(rel)
+    }
+
+    /// fusermount3 -u, then waits until the daemon has released the image.
+    fn unmount(mut self) {
+        let mut tries = 0;
+        loop {
+            let out = Command::new("fusermount3")
+                .arg("-u")
+                .arg(&self.mnt)
+                .output()
+                .unwrap();
+            if out.status.success() {
+                break;
+            }
+            // Busy for a moment after the last close: retry.
+            tries += 1;
+            assert!(tries < 100, "fusermount3 -u: {out:?}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        self.mounted = false;
+        wait_released(&self.img);
+        assert!(!is_mounted(&self.mnt));
+    }
+}
+
+impl Drop for Mount {
+    fn drop(&mut self) {
+        if self.mounted {
+            let _ = Command::new("fusermount3")
+                .args(["-u", "-z"])
+                .arg(&self.mnt)
+                .status();
+            wait_released(&self.img);
+        }
+    }
+}
+
+fn fsck_clean(img: &Path, what: &str) {
+    if let Err(report) = fsck_f2fs(img) {
+        panic!("fsck.f2fs after {what}:\n{report}");
+    }
+}
+
+fn engine(img: &Path) -> Fs {
+    Fs::open_path(img, OpenOptions::default()).unwrap()
+}
+
+fn pattern(len: usize, seed: u8) -> Vec<u8> {
+    (0..len)
+        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed) ^ (i >> 12) as u8)
+        .collect()
+}
+
+fn errno_of(r: std::io::Result<impl Sized>) -> i32 {
+    match r {
+        Ok(_) => 0,
+        Err(e) => e.raw_os_error().unwrap_or(-1),
+    }
+}
+
+fn cstr(p: &Path) -> CString {
+    CString::new(p.as_os_str().as_bytes()).unwrap()
+}
+
+/// `cp -a` the edge-case tree into the mount; the mount must show it
+/// exactly, and after unmounting so must the engine, with a clean fsck.
+fn copy_tree_through_mount(tag: &str, make_image: impl FnOnce(&Path)) {
+    if !fuse_available() {
+        return;
+    }
+    let scratch = Scratch::new(tag);
+    let src = scratch.join("src");
+    let info = generate_edge_tree(&src, &TreeOptions::small());
+    if !info.skipped.is_empty() {
+        eprintln!("tree generator skipped: {:?}", info.skipped);
+    }
+    let img = scratch.join("img");
+    make_image(&img);
+    let expected = scan_host_tree(&src);
+
+    let t = Instant::now();
+    let mount = Mount::new(&img, &scratch.join("mnt"), "default_permissions");
+    let out = Command::new("cp")
+        .arg("-a")
+        .arg(src.join("."))
+        .arg(&mount.mnt)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "cp -a: {out:?}");
+    eprintln!("{tag}: mount + cp -a took {:?}", t.elapsed());
+    let through_mount = scan_host_tree(&mount.mnt);
+    let what = CompareWhat::all().ignoring("lost+found");
+    if let Err(diff) = compare_trees(&expected, &through_mount, what.clone()) {
+        panic!("the mount differs from the source:\n{diff}");
+    }
+    mount.unmount();
+    eprintln!("{tag}: up to the released image {:?}", t.elapsed());
+
+    fsck_clean(&img, "cp -a into the mount");
+    let in_image = scan_image(&engine(&img));
+    if let Err(diff) = compare_trees(&expected, &in_image, what) {
+        panic!("the image read by the engine differs from the source:\n{diff}");
+    }
+}
+
+#[test]
+fn copy_tree_into_f2fuse_mkfs_image() {
+    copy_tree_through_mount("mount-cp-f2fuse", |img| f2fuse_mkfs(img, "256M"));
+}
+
+#[test]
+fn copy_tree_into_mkfs_f2fs_image() {
+    copy_tree_through_mount("mount-cp-mkfs", |img| {
+        mkfs_f2fs(img, 256 << 20, &[]);
+    });
+}
+
+#[test]
+fn file_operations_and_errors_through_mount() {
+    if !fuse_available() {
+        return;
+    }
+    let scratch = Scratch::new("mount-ops");
+    let img = scratch.join("img");
+    mkfs_f2fs(&img, 128 << 20, &["-O", "extra_attr,inode_checksum"]);
+    let m = Mount::new(&img, &scratch.join("mnt"), "");
+
+    // create, write, read (crossing the inline limit and many blocks)
+    let data = pattern(300_000, 7);
+    fs::write(m.path("file"), &data).unwrap();
+    assert_eq!(fs::read(m.path("file")).unwrap(), data);
+    // O_EXCL on an existing name
+    let excl = fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(m.path("file"));
+    assert_eq!(errno_of(excl), libc::EEXIST);
+    // O_APPEND
+    {
+        let mut f = fs::OpenOptions::new()
+            .append(true)
+            .open(m.path("file"))
+            .unwrap();
+        f.write_all(b"tail").unwrap();
+    }
+    assert_eq!(fs::metadata(m.path("file")).unwrap().len(), 300_004);
+    // O_TRUNC
+    fs::write(m.path("trunc"), pattern(10_000, 1)).unwrap();
+    fs::write(m.path("trunc"), b"short").unwrap();
+    assert_eq!(fs::read(m.path("trunc")).unwrap(), b"short");
+    // truncate: shrink, then grow (the new bytes read as zeros)
+    {
+        let f = fs::OpenOptions::new()
+            .write(true)
+            .open(m.path("file"))
+            .unwrap();
+        f.set_len(5000).unwrap();
+        f.set_len(20_000).unwrap();
+    }
+    let mut expect_file = data[..5000].to_vec();
+    expect_file.resize(20_000, 0);
+    assert_eq!(fs::read(m.path("file")).unwrap(), expect_file);
+    // pwrite in a hole far away, pread it back
+    {
+        let f = fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(m.path("sparse"))
+            .unwrap();
+        f.write_all_at(b"far", 50 << 20).unwrap();
+        let mut buf = [0u8; 3];
+        f.read_exact_at(&mut buf, 50 << 20).unwrap();
+        assert_eq!(&buf, b"far");
+    }
+    let st = fs::metadata(m.path("sparse")).unwrap();
+    assert_eq!(st.len(), (50 << 20) + 3);
+    assert!(
+        st.blocks() <= 64,
+        "sparse file uses {} sectors",
+        st.blocks()
+    );
+
+    // fallocate mode 0 fills holes with zero blocks and extends the file;
+    // keep-size preallocation and hole punching are not supported yet.
+    {
+        let f = fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(m.path("falloc"))
+            .unwrap();
+        f.write_all_at(b"head", 0).unwrap();
+        // SAFETY: a valid descriptor.
+        assert_eq!(unsafe { libc::fallocate(f.as_raw_fd(), 0, 0, 1 << 20) }, 0);
+        let st = f.metadata().unwrap();
+        assert_eq!(st.len(), 1 << 20);
+        assert!(st.blocks() >= 2048, "{} sectors", st.blocks());
+        // SAFETY: a valid descriptor.
+        let rc = unsafe { libc::fallocate(f.as_raw_fd(), libc::FALLOC_FL_KEEP_SIZE, 0, 8192) };
+        assert_eq!(rc, -1);
+        assert_eq!(
+            std::io::Error::last_os_error().raw_os_error(),
+            Some(libc::EOPNOTSUPP)
+        );
+        let mut head = [0u8; 4];
+        f.read_exact_at(&mut head, 0).unwrap();
+        assert_eq!(&head, b"head");
+    }
+
+    // chmod, utimens (nanoseconds), chown (as root)
+    fs::set_permissions(m.path("file"), fs::Permissions::from_mode(0o6751)).unwrap();
+    assert_eq!(
+        fs::metadata(m.path("file")).unwrap().mode() & 0o7777,
+        0o6751
+    );
+    let when = std::time::UNIX_EPOCH + Duration::new(1_600_000_000, 123_456_789);
+    fs::File::open(m.path("trunc"))
+        .unwrap()
+        .set_times(fs::FileTimes::new().set_modified(when).set_accessed(when))
+        .unwrap();
+    let st = fs::metadata(m.path("trunc")).unwrap();
+    assert_eq!((st.mtime(), st.mtime_nsec()), (1_600_000_000, 123_456_789));
+    // UTIME_NOW / UTIME_OMIT
+    let ts = [
+        libc::timespec {
+            tv_sec: 0,
+            tv_nsec: libc::UTIME_OMIT,
+        },
+        libc::timespec {
+            tv_sec: 0,
+            tv_nsec: libc::UTIME_NOW,
+        },
+    ];
+    // SAFETY: valid C string and two timespecs.
+    let rc = unsafe {
+        libc::utimensat(
+            libc::AT_FDCWD,
+            cstr(&m.path("trunc")).as_ptr(),
+            ts.as_ptr(),
+            0,
+        )
+    };
+    assert_eq!(rc, 0);
+    let st2 = fs::metadata(m.path("trunc")).unwrap();
+    assert_eq!(
+        (st2.atime(), st2.atime_nsec()),
+        (1_600_000_000, 123_456_789)
+    );
+    assert!(st2.mtime() > 1_600_000_000);
+    let root = unsafe { libc::geteuid() } == 0;
+    if root {
+        std::os::unix::fs::chown(m.path("trunc"), Some(1234), Some(4321)).unwrap();
+    }
+
+    // directories, hard links, symlinks, rename variants
+    fs::create_dir(m.path("dir")).unwrap();
+    fs::create_dir(m.path("dir/sub")).unwrap();
+    assert_eq!(fs::metadata(m.path("dir")).unwrap().nlink(), 3);
+    fs::hard_link(m.path("file"), m.path("dir/link")).unwrap();
+    let (a, b) = (
+        fs::metadata(m.path("file")).unwrap(),
+        fs::metadata(m.path("dir/link")).unwrap(),
+    );
+    assert_eq!((a.ino(), a.nlink()), (b.ino(), 2));
+    std::os::unix::fs::symlink("dir/link", m.path("sym")).unwrap();
+    assert_eq!(fs::read_link(m.path("sym")).unwrap(), Path::new("dir/link"));
+    assert_eq!(fs::read(m.path("sym")).unwrap(), expect_file);
+    fs::rename(m.path("trunc"), m.path("dir/moved")).unwrap();
+    assert_eq!(errno_of(fs::metadata(m.path("trunc"))), libc::ENOENT);
+    fs::write(m.path("x"), b"x").unwrap();
+    fs::write(m.path("y"), b"y").unwrap();
+    let renameat2 = |from: &str, to: &str, flags: u32| {
+        // SAFETY: valid C strings.
+        let rc = unsafe {
+            libc::renameat2(
+                libc::AT_FDCWD,
+                cstr(&m.path(from)).as_ptr(),
+                libc::AT_FDCWD,
+                cstr(&m.path(to)).as_ptr(),
+                flags,
+            )
+        };
+        if rc == 0 {
+            0
+        } else {
+            std::io::Error::last_os_error().raw_os_error().unwrap()
+        }
+    };
+    assert_eq!(renameat2("x", "y", libc::RENAME_NOREPLACE), libc::EEXIST);
+    assert_eq!(renameat2("x", "y", libc::RENAME_EXCHANGE), 0);
+    assert_eq!(fs::read(m.path("x")).unwrap(), b"y");
+    assert_eq!(fs::read(m.path("y")).unwrap(), b"x");
+    assert_eq!(renameat2("x", "dir", libc::RENAME_EXCHANGE), 0);
+    assert!(fs::metadata(m.path("x")).unwrap().is_dir());
+    assert_eq!(fs::read(m.path("dir")).unwrap(), b"y");
+    assert_eq!(renameat2("dir", "x/sub2", libc::RENAME_NOREPLACE), 0);
+    assert_eq!(renameat2("x", "x/sub/inside", 0), libc::EINVAL);
+
+    // removal
+    fs::write(m.path("gone"), b"bye").unwrap();
+    fs::remove_file(m.path("gone")).unwrap();
+    assert_eq!(errno_of(fs::read(m.path("gone"))), libc::ENOENT);
+    assert_eq!(errno_of(fs::remove_dir(m.path("x"))), libc::ENOTEMPTY);
+    fs::create_dir(m.path("empty")).unwrap();
+    fs::remove_dir(m.path("empty")).unwrap();
+    // an unlinked file stays readable while open
+    fs::write(m.path("open-unlinked"), pattern(9000, 3)).unwrap();
+    {
+        let mut f = fs::File::open(m.path("open-unlinked")).unwrap();
+        fs::remove_file(m.path("open-unlinked")).unwrap();
+        let mut back = Vec::new();
+        f.seek(SeekFrom::Start(0)).unwrap();
+        f.read_to_end(&mut back).unwrap();
+        assert_eq!(back, pattern(9000, 3));
+    }
+
+    // names: 255 bytes work, 256 are ENAMETOOLONG everywhere
+    let long = "n".repeat(255);
+    fs::write(m.path(&long), b"long").unwrap();
+    let too_long = "n".repeat(256);
+    assert_eq!(
+        errno_of(fs::write(m.path(&too_long), b"")),
+        libc::ENAMETOOLONG
+    );
+    assert_eq!(
+        errno_of(fs::create_dir(m.path(&too_long))),
+        libc::ENAMETOOLONG
+    );
+    assert_eq!(
+        errno_of(std::os::unix::fs::symlink("t", m.path(&too_long))),
+        libc::ENAMETOOLONG
+    );
+    assert_eq!(
+        errno_of(fs::hard_link(m.path(&long), m.path(&too_long))),
+        libc::ENAMETOOLONG
+    );
+    assert_eq!(
+        errno_of(fs::rename(m.path(&long), m.path(&too_long))),
+        libc::ENAMETOOLONG
+    );
+    assert_eq!(
+        errno_of(fs::metadata(m.path(&too_long))),
+        libc::ENAMETOOLONG
+    );
+
+    // xattrs: set, size probe, ERANGE, list, XATTR_CREATE/REPLACE, remove
+    let p = cstr(&m.path("file"));
+    let set = |name: &str, value: &[u8], flags: i32| {
+        let n = CString::new(name).unwrap();
+        // SAFETY: valid pointers and lengths.
+        let rc = unsafe {
+            libc::setxattr(
+                p.as_ptr(),
+                n.as_ptr(),
+                value.as_ptr().cast(),
+                value.len(),
+                flags,
+            )
+        };
+        if rc == 0 {
+            0
+        } else {
+            std::io::Error::last_os_error().raw_os_error().unwrap()
+        }
+    };
+    let get = |name: &str, size: usize| -> Result<Vec<u8>, i32> {
+        let n = CString::new(name).unwrap();
+        let mut buf = vec![0u8; size];
+        // SAFETY: valid pointers; a zero size asks for the length only.
+        let rc = unsafe { libc::getxattr(p.as_ptr(), n.as_ptr(), buf.as_mut_ptr().cast(), size) };
+        if rc < 0 {
+            Err(std::io::Error::last_os_error().raw_os_error().unwrap())
+        } else {
+            buf.truncate(if size == 0 { 0 } else { rc as usize });
+            if size == 0 {
+                buf = vec![0; rc as usize];
+            }
+            Ok(buf)
+        }
+    };
+    assert_eq!(set("user.color", b"blue", 0), 0);
+    assert_eq!(set("user.color", b"red", libc::XATTR_CREATE), libc::EEXIST);
+    assert_eq!(set("user.other", b"v", libc::XATTR_REPLACE), libc::ENODATA);
+    assert_eq!(set("user.big", &vec![b'v'; 1000], 0), 0);
+    assert_eq!(get("user.color", 0).unwrap().len(), 4);
+    assert_eq!(get("user.color", 2), Err(libc::ERANGE));
+    assert_eq!(get("user.color", 100).unwrap(), b"blue");
+    assert_eq!(get("user.missing", 100), Err(libc::ENODATA));
+    let mut names = vec![0u8; 256];
+    // SAFETY: valid buffer.
+    let n = unsafe { libc::listxattr(p.as_ptr(), names.as_mut_ptr().cast(), names.len()) };
+    assert_eq!(&names[..n as usize], b"user.color\0user.big\0");
+    // SAFETY: a 1-byte buffer is too small for the list.
+    let n = unsafe { libc::listxattr(p.as_ptr(), names.as_mut_ptr().cast(), 1) };
+    assert_eq!(n, -1);
+    assert_eq!(
+        std::io::Error::last_os_error().raw_os_error(),
+        Some(libc::ERANGE)
+    );
+    let big = CString::new("user.big").unwrap();
+    // SAFETY: valid C strings.
+    assert_eq!(unsafe { libc::removexattr(p.as_ptr(), big.as_ptr()) }, 0);
+    assert_eq!(get("user.big", 0), Err(libc::ENODATA));
+
+    // a fifo and a device node
+    // SAFETY: valid C strings.
+    unsafe {
+        assert_eq!(libc::mkfifo(cstr(&m.path("fifo")).as_ptr(), 0o640), 0);
+        if root {
+            let dev = libc::makedev(8, 17);
+            assert_eq!(
+                libc::mknod(cstr(&m.path("blk")).as_ptr(), libc::S_IFBLK | 0o600, dev),
+                0
+            );
+        }
+    }
+    if root {
+        assert_eq!(
+            fs::metadata(m.path("blk")).unwrap().rdev(),
+            libc::makedev(8, 17)
+        );
+    }
+
+    // statfs reports the image's geometry
+    let mut sfs: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: valid C string and buffer.
+    assert_eq!(unsafe { libc::statvfs(cstr(&m.mnt).as_ptr(), &mut sfs) }, 0);
+    assert_eq!(sfs.f_bsize, 4096);
+    assert_eq!(sfs.f_namemax, 255);
+    assert!(
+        sfs.f_blocks > 10_000 && sfs.f_bfree < sfs.f_blocks,
+        "{} blocks, {} free",
+        sfs.f_blocks,
+        sfs.f_bfree
+    );
+
+    // A 1000-entry directory.
+    fs::create_dir(m.path("many")).unwrap();
+    for i in 0..1000 {
+        fs::write(m.path(&format!("many/entry-{i:04}")), i.to_string()).unwrap();
+    }
+    assert_eq!(fs::read_dir(m.path("many")).unwrap().count(), 1000);
+
+    m.unmount();
+    fsck_clean(&img, "file operations");
+
+    // Everything reads back through the engine.
+    let fs = engine(&img);
+    let file = fs.resolve("/file").unwrap();
+    assert_eq!(
+        (file.mode & 0o7777, file.links, file.size),
+        (0o6751, 2, 20_000)
+    );
+    let mut buf = vec![0u8; 20_000];
+    assert_eq!(fs.read(&file, 0, &mut buf).unwrap(), 20_000);
+    assert_eq!(buf, expect_file);
+    assert_eq!(fs.get_xattr(&file, b"user.color").unwrap(), b"blue");
+    assert!(fs.get_xattr(&file, b"user.big").is_err());
+    // After the exchange "x" is the old "dir" and "x/sub2" the file "y".
+    assert_eq!(fs.resolve("/x/link").unwrap().ino, file.ino);
+    let moved = fs.resolve("/x/moved").unwrap();
+    assert_eq!((moved.mtime.sec, moved.mtime.nsec > 0), (st2.mtime(), true));
+    assert_eq!(moved.atime.sec, 1_600_000_000);
+    if root {
+        assert_eq!((moved.uid, moved.gid), (1234, 4321));
+        assert_eq!(fs.resolve("/blk").unwrap().rdev, (8, 17));
+    }
+    let sym = fs.resolve("/sym").unwrap();
+    assert_eq!(fs.read_link(&sym).unwrap(), b"dir/link");
+    assert_eq!(fs.resolve("/fifo").unwrap().kind, FileKind::Fifo);
+    assert_eq!(fs.resolve("/x").unwrap().links, 3); // "..", ".", "sub"
+    let sub2 = fs.resolve("/x/sub2").unwrap();
+    assert_eq!((sub2.kind, sub2.size), (FileKind::Regular, 1));
+    assert!(fs.resolve("/dir").is_err());
+    assert!(fs.resolve("/gone").is_err() && fs.resolve("/empty").is_err());
+    assert!(fs.resolve("/open-unlinked").is_err());
+    assert!(fs.orphans().is_empty(), "orphans left: {:?}", fs.orphans());
+    assert_eq!(fs.resolve(&format!("/{long}")).unwrap().size, 4);
+    let falloc = fs.resolve("/falloc").unwrap();
+    let mut head = vec![1u8; 8192];
+    fs.read(&falloc, 0, &mut head).unwrap();
+    assert_eq!((falloc.size, &head[..4]), (1 << 20, &b"head"[..]));
+    assert!(head[4..].iter().all(|&b| b == 0));
+    let sparse = fs.resolve("/sparse").unwrap();
+    let mut far = [0u8; 3];
+    fs.read(&sparse, 50 << 20, &mut far).unwrap();
+    assert_eq!(&far, b"far");
+    let many = fs.resolve("/many").unwrap();
+    let entries = fs.read_dir(many.ino).unwrap();
+    assert_eq!(entries.len(), 1002); // with "." and ".."
+    let e = fs.resolve("/many/entry-0999").unwrap();
+    let mut v = vec![0u8; 3];
+    fs.read(&e, 0, &mut v).unwrap();
+    assert_eq!(v, b"999");
+}
+
+#[test]
+fn mount_refusals_and_read_only() {
+    if !fuse_available() {
+        return;
+    }
+    let scratch = Scratch::new("mount-refuse");
+    let img = scratch.join("img");
+    f2fuse_mkfs(&img, "64M");
+    let mnt = scratch.join("mnt");
+    let mnt2 = scratch.join("mnt2");
+    fs::create_dir_all(&mnt2).unwrap();
+
+    // Unknown options are refused before anything happens.
+    let out = f2fuse(&[
+        "mount".as_ref(),
+        img.as_os_str(),
+        mnt2.as_os_str(),
+        "-o".as_ref(),
+        "rw,bogus".as_ref(),
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("bogus") && err.contains("unknown"), "{err}");
+    // A missing image.
+    let out = f2fuse(&[
+        "mount".as_ref(),
+        scratch.join("nope").as_os_str(),
+        mnt2.as_os_str(),
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+
+    {
+        let m = Mount::new(&img, &mnt, "");
+        fs::write(m.path("f"), b"data").unwrap();
+        let sparse = fs::File::create(m.path("sparse")).unwrap();
+        sparse.write_all_at(b"first", 0).unwrap();
+        sparse.write_all_at(b"second", 1 << 20).unwrap();
+        sparse.set_len(3 << 20).unwrap();
+        drop(sparse);
+        // The same image cannot be mounted twice.
+        let out = f2fuse(&["mount".as_ref(), img.as_os_str(), mnt2.as_os_str()]);
+        assert_eq!(out.status.code(), Some(1));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("already mounted"), "{err}");
+        assert!(!is_mounted(&mnt2.canonicalize().unwrap()));
+        m.unmount();
+    }
+    fsck_clean(&img, "the refused second mount");
+
+    let m = Mount::new(&img, &mnt, "ro");
+    assert_eq!(fs::read(m.path("f")).unwrap(), b"data");
+    // Without the write-back cache (a read-only mount has none) the daemon
+    // answers SEEK_DATA / SEEK_HOLE from the file's block map.
+    let sparse = fs::File::open(m.path("sparse")).unwrap();
+    let seek = |offset: i64, whence: i32| {
+        // SAFETY: a valid descriptor.
+        let at = unsafe { libc::lseek(sparse.as_raw_fd(), offset, whence) };
+        if at < 0 {
+            Err(std::io::Error::last_os_error().raw_os_error().unwrap())
+        } else {
+            Ok(at)
+        }
+    };
+    assert_eq!(seek(0, libc::SEEK_DATA), Ok(0));
+    assert_eq!(seek(0, libc::SEEK_HOLE), Ok(4096));
+    assert_eq!(seek(4096, libc::SEEK_DATA), Ok(1 << 20));
+    assert_eq!(seek((1 << 20) + 10, libc::SEEK_HOLE), Ok((1 << 20) + 4096));
+    assert_eq!(seek((1 << 20) + 4096, libc::SEEK_DATA), Err(libc::ENXIO));
+    assert_eq!(seek(3 << 20, libc::SEEK_HOLE), Err(libc::ENXIO));
+    drop(sparse);
+    assert_eq!(errno_of(fs::write(m.path("g"), b"")), libc::EROFS);
+    assert_eq!(errno_of(fs::remove_file(m.path("f"))), libc::EROFS);
+    m.unmount();
+    fsck_clean(&img, "a read-only mount");
+}
+
+/// An aligned buffer for O_DIRECT.
+fn aligned(len: usize, fill: u8) -> (Vec<u8>, usize) {
+    let v = vec![fill; len + 4096];
+    let off = v.as_ptr().align_offset(4096);
+    (v, off)
+}
+
+#[test]
+fn threads_on_different_files_make_progress_concurrently() {
+    if !fuse_available() {
+        return;
+    }
+    let scratch = Scratch::new("mount-threads");
+    let img = scratch.join("img");
+    f2fuse_mkfs(&img, "256M");
+    let m = Mount::new(&img, &scratch.join("mnt"), "threads=4");
+    // The daemon serves with 4 threads (fuser names them fuser-N; they
+    // exist once a first request has been answered).
+    fs::metadata(m.path("")).unwrap();
+    let daemon = holders(&img);
+    assert_eq!(daemon.len(), 1, "{daemon:?}");
+    let servers = || {
+        fs::read_dir(format!("/proc/{}/task", daemon[0]))
+            .unwrap()
+            .flatten()
+            .filter(|t| {
+                fs::read_to_string(t.path().join("comm")).is_ok_and(|c| c.starts_with("fuser-"))
+            })
+            .count()
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while servers() < 4 {
+        assert!(Instant::now() < deadline, "{} serving threads", servers());
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    const THREADS: usize = 4;
+    const CHUNK: usize = 64 << 10;
+    let stop = Arc::new(AtomicBool::new(false));
+    let counters: Arc<Vec<AtomicU64>> = Arc::new((0..THREADS).map(|_| AtomicU64::new(0)).collect());
+    let mut handles = Vec::new();
+    for t in 0..THREADS {
+        let path = m.path(&format!("t{t}"));
+        let stop = stop.clone();
+        let counters = counters.clone();
+        handles.push(std::thread::spawn(move || {
+            // O_DIRECT: every write and read goes to the daemon.
+            let f = fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .custom_flags(libc::O_DIRECT)
+                .open(&path)
+                .unwrap();
+            let mut i: u64 = 0;
+            while !stop.load(Ordering::Relaxed) {
+                let (mut buf, off) = aligned(CHUNK, (t as u8) ^ (i as u8));
+                let at = (i % 64) * CHUNK as u64;
+                f.write_all_at(&buf[off..off + CHUNK], at).unwrap();
+                buf[off..off + CHUNK].fill(0);
+                f.read_exact_at(&mut buf[off..off + CHUNK], at).unwrap();
+                assert!(buf[off..off + CHUNK]
+                    .iter()
+                    .all(|&b| b == (t as u8) ^ (i as u8)));
+                i += 1;
+                counters[t].store(i, Ordering::Relaxed);
+            }
+            i
+        }));
+    }
+    // Sample the counters: in every sampling window each thread must move.
+    let mut windows_all_moved = 0;
+    let mut last: Vec<u64> = vec![0; THREADS];
+    for _ in 0..10 {
+        std::thread::sleep(Duration::from_millis(150));
+        let now: Vec<u64> = counters.iter().map(|c| c.load(Ordering::Relaxed)).collect();
+        if now.iter().zip(&last).all(|(n, l)| n > l) {
+            windows_all_moved += 1;
+        }
+        last = now;
+    }
+    stop.store(true, Ordering::Relaxed);
+    let totals: Vec<u64> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+    eprintln!("iterations per thread: {totals:?}; windows where all moved: {windows_all_moved}/10");
+    assert!(totals.iter().all(|&n| n >= 10), "{totals:?}");
+    assert!(windows_all_moved >= 8, "{windows_all_moved}/10 windows");
+    m.unmount();
+    fsck_clean(&img, "concurrent writers");
+    let fs = engine(&img);
+    for (t, &n) in totals.iter().enumerate() {
+        let inode = fs.resolve(&format!("/t{t}")).unwrap();
+        assert_eq!(inode.size, 64.min(n) * CHUNK as u64);
+        // The last chunk written holds the last pattern.
+        let last_i = n - 1;
+        let mut buf = vec![0u8; CHUNK];
+        fs.read(&inode, (last_i % 64) * CHUNK as u64, &mut buf)
+            .unwrap();
+        assert!(buf.iter().all(|&b| b == (t as u8) ^ (last_i as u8)));
+    }
+}
+
+#[test]
+fn signals_foreground_and_periodic_checkpoints() {
+    if !fuse_available() {
+        return;
+    }
+    let scratch = Scratch::new("mount-signals");
+    let img = scratch.join("img");
+    f2fuse_mkfs(&img, "64M");
+    let mnt = scratch.join("mnt");
+    fs::create_dir_all(&mnt).unwrap();
+    let mnt = mnt.canonicalize().unwrap();
+
+    // Foreground: serves until SIGINT, then exits 0 after a clean unmount.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_f2fuse"))
+        .args([
+            "mount",
+            "-f",
+            "-o",
+            "checkpoint_interval=0.1,gc_interval=0.1",
+        ])
+        .arg(&img)
+        .arg(&mnt)
+        .stdin(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !is_mounted(&mnt) {
+        assert!(Instant::now() < deadline, "foreground mount did not appear");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    fs::create_dir(mnt.join("made")).unwrap();
+    fs::write(mnt.join("made/file"), pattern(100_000, 9)).unwrap();
+    // The periodic checkpoint makes the new names visible in the image
+    // while it is still mounted.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        // A checkpoint being written may be torn: then try again.
+        let seen = Fs::open_path(&img, OpenOptions::default())
+            .is_ok_and(|fs| fs.resolve("/made/file").is_ok());
+        if seen {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no periodic checkpoint");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // Churn a little so the idle-time cleaner has something to look at.
+    for round in 0..3 {
+        fs::write(mnt.join("churn"), pattern(4 << 20, round)).unwrap();
+        fs::remove_file(mnt.join("churn")).unwrap();
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let status = child.wait().unwrap();
+    assert!(status.success(), "foreground daemon: {status:?}");
+    assert!(!is_mounted(&mnt));
+    wait_released(&img);
+    fsck_clean(&img, "SIGINT to a foreground mount");
+    let fs = engine(&img);
+    let f = fs.resolve("/made/file").unwrap();
+    let mut buf = vec![0u8; 100_000];
+    fs.read(&f, 0, &mut buf).unwrap();
+    assert_eq!(buf, pattern(100_000, 9));
+    drop(fs);
+
+    // Background daemon: SIGTERM with a file open detaches the mount and
+    // finishes once the file is closed.
+    let m = Mount::new(&img, &mnt, "");
+    let daemon = holders(&img);
+    assert_eq!(daemon.len(), 1, "{daemon:?}");
+    let mut f = fs::File::open(m.path("made/file")).unwrap();
+    // SAFETY: signalling the daemon.
+    unsafe { libc::kill(daemon[0] as i32, libc::SIGTERM) };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while is_mounted(&mnt) {
+        assert!(
+            Instant::now() < deadline,
+            "SIGTERM did not detach the mount"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let mut back = Vec::new();
+    f.read_to_end(&mut back).unwrap();
+    assert_eq!(back.len(), 100_000);
+    drop(f);
+    let mut m = m;
+    m.mounted = false;
+    wait_released(&img);
+    fsck_clean(&img, "SIGTERM to a background mount");
+}

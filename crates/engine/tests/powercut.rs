@@ -1,0 +1,361 @@
+//! Power cuts at any write: a workload runs on a recording device; for a
+//! dense sample of cut points the image is rebuilt with unflushed writes
+//! kept in order, or lost and reordered at random. Every rebuilt image must
+//! open, equal exactly the state of the last checkpoint whose trailing
+//! header survived (nothing from before it lost), and pass fsck.f2fs before
+//! and after a writable mount.
+
+mod support;
+
+use f2fuse_engine::device::{Device, MemDevice, SimDevice, SimEvent};
+use f2fuse_engine::fs::RenameFlags;
+use f2fuse_engine::mkfs::{format, MkfsOptions};
+use f2fuse_engine::{FileKind, Fs};
+use f2fuse_layout::F2FS_ROOT_INO as ROOT;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+use support::{fsck_f2fs, require_f2fs_tools, Scratch};
+
+const SIZE: u64 = 64 << 20;
+/// Byte range of the two checkpoint packs (mkfs puts them at blkaddr 512..1536).
+const CP_AREA: std::ops::Range<u64> = 512 * 4096..1536 * 4096;
+
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+/// Path -> file contents (None for a directory).
+type Model = BTreeMap<String, Option<Vec<u8>>>;
+
+/// A committed checkpoint: the index of its trailing header write and the state it holds.
+struct Snapshot {
+    trailer: usize,
+    model: Model,
+}
+
+fn fresh_image() -> Vec<u8> {
+    let dev = Device::new(Box::new(MemDevice::new(SIZE)));
+    let opts = MkfsOptions {
+        timestamp: Some(1),
+        uuid: Some([9; 16]),
+        checkpoint_ver: Some(100),
+        ..MkfsOptions::default()
+    };
+    format(&dev, &opts, true).unwrap();
+    let mut bytes = vec![0u8; SIZE as usize];
+    dev.read_blocks(0, &mut bytes).unwrap();
+    bytes
+}
+
+fn ino_of(fs: &Fs, path: &str) -> u32 {
+    fs.resolve(path).unwrap().ino
+}
+
+fn parent_and_name(path: &str) -> (&str, &str) {
+    let at = path.rfind('/').unwrap();
+    (if at == 0 { "/" } else { &path[..at] }, &path[at + 1..])
+}
+
+/// Runs the workload; returns the device and the committed snapshots.
+fn run_workload(seed: u64, ops: usize) -> (Arc<SimDevice>, Vec<Snapshot>) {
+    let sim = Arc::new(SimDevice::new(fresh_image()));
+    let fs = Fs::open_writable(Box::new(sim.clone())).unwrap();
+    fs.set_checkpoint_interval(Duration::from_secs(3600));
+    let mut rng = Rng(seed);
+    let mut model: Model = BTreeMap::new();
+    let mut snapshots = Vec::new();
+    let dirs = ["/", "/d1", "/d2"];
+    for d in &dirs[1..] {
+        fs.mkdir(ROOT, &d.as_bytes()[1..], 0o755, 0, 0).unwrap();
+        model.insert(d.to_string(), None);
+    }
+    for step in 0..ops {
+        let before_events = sim.event_count();
+        let before_model = model.clone();
+        let files: Vec<String> = model
+            .iter()
+            .filter(|(_, v)| v.is_some())
+            .map(|(k, _)| k.clone())
+            .collect();
+        match rng.below(10) {
+            0..=2 => {
+                let dir = dirs[rng.below(3) as usize];
+                let path = format!("{}/f{}", dir.trim_end_matches('/'), rng.below(40));
+                if model.contains_key(&path) {
+                    continue;
+                }
+                let (parent, name) = parent_and_name(&path);
+                let f = fs
+                    .create(ino_of(&fs, parent), name.as_bytes(), 0o644, 0, 0)
+                    .unwrap();
+                let len = [0usize, 100, 3000, 5000, 70_000][rng.below(5) as usize];
+                let data: Vec<u8> = (0..len).map(|_| rng.next() as u8).collect();
+                fs.write(f.ino, 0, &data).unwrap();
+                model.insert(path, Some(data));
+            }
+            3..=5 if !files.is_empty() => {
+                let path = &files[rng.below(files.len() as u64) as usize];
+                let content = model.get_mut(path).unwrap().as_mut().unwrap();
+                let offset = rng.below(content.len() as u64 + 8192) as usize;
+                let len = 1 + rng.below(20_000) as usize;
+                let data: Vec<u8> = (0..len).map(|_| rng.next() as u8).collect();
+                fs.write(ino_of(&fs, path), offset as u64, &data).unwrap();
+                if content.len() < offset + len {
+                    content.resize(offset + len, 0);
+                }
+                content[offset..offset + len].copy_from_slice(&data);
+            }
+            6 if !files.is_empty() => {
+                let path = files[rng.below(files.len() as u64) as usize].clone();
+                let (parent, name) = parent_and_name(&path);
+                fs.unlink(ino_of(&fs, parent), name.as_bytes()).unwrap();
+                model.remove(&path);
+            }
+            7 if !files.is_empty() => {
+                let from = files[rng.below(files.len() as u64) as usize].clone();
+                let dir = dirs[rng.below(3) as usize];
+                let to = format!("{}/r{}", dir.trim_end_matches('/'), rng.below(40));
+                if model.get(&to).is_some_and(|v| v.is_none()) || from == to {
+                    continue;
+                }
+                let (fp, fname) = parent_and_name(&from);
+                let (tp, tname) = parent_and_name(&to);
+                fs.rename(
+                    ino_of(&fs, fp),
+                    fname.as_bytes(),
+                    ino_of(&fs, tp),
+                    tname.as_bytes(),
+                    RenameFlags::default(),
+                )
+                .unwrap();
+                let content = model.remove(&from).unwrap();
+                model.insert(to, content);
+            }
+            _ => {
+                if step % 3 == 0 {
+                    fs.fsync(ROOT).unwrap();
+                } else {
+                    fs.checkpoint().unwrap();
+                }
+            }
+        }
+        // A checkpoint during this step (explicit, or by cleaning before the
+        // operation ran) holds the state from before the step: its trailing
+        // header is the step's last write into the checkpoint area.
+        let events = sim.events_since(before_events);
+        if let Some(trailer) = events
+            .iter()
+            .rposition(|e| matches!(e, SimEvent::Write { offset, .. } if CP_AREA.contains(offset)))
+        {
+            snapshots.push(Snapshot {
+                trailer: before_events + trailer,
+                model: before_model,
+            });
+        }
+    }
+    drop(fs); // A crash: no unmount.
+    (sim, snapshots)
+}
+
+fn scan(fs: &Fs) -> Model {
+    let mut out = BTreeMap::new();
+    let mut stack = vec![(String::new(), ROOT)];
+    while let Some((prefix, ino)) = stack.pop() {
+        for e in fs.read_dir(ino).unwrap() {
+            if e.name == b"." || e.name == b".." {
+                continue;
+            }
+            let path = format!("{prefix}/{}", String::from_utf8_lossy(&e.name));
+            let inode = fs.inode(e.ino).unwrap();
+            if inode.kind == FileKind::Directory {
+                stack.push((path.clone(), e.ino));
+                out.insert(path, None);
+            } else {
+                let mut buf = vec![0u8; inode.size as usize];
+                fs.read(&inode, 0, &mut buf).unwrap();
+                out.insert(path, Some(buf));
+            }
+        }
+    }
+    out
+}
+
+fn expected_trailer(snapshots: &[Snapshot], survived: &dyn Fn(usize) -> bool) -> usize {
+    snapshots
+        .iter()
+        .rev()
+        .find(|s| survived(s.trailer))
+        .map(|s| s.trailer)
+        .unwrap_or(0)
+}
+
+fn check_cuts(seed: u64, ops: usize, samples: usize) {
+    let (sim, snapshots) = run_workload(seed, ops);
+    let mut crash = sim.crash_images();
+    let events = crash.events.clone();
+    assert!(snapshots.len() >= 3, "the workload must commit checkpoints");
+    let scratch = Scratch::new("powercut");
+    let img = scratch.join("cut.img");
+    let mut rng = Rng(seed ^ 0xdead_beef);
+    // Dense sample: the events around the trailers of up to 40 checkpoints
+    // (where a cut decides which pack is in force), plus random cut points.
+    let step = snapshots.len().div_ceil(40);
+    let mut cuts: Vec<usize> = snapshots
+        .iter()
+        .step_by(step)
+        .flat_map(|s| s.trailer.saturating_sub(1)..(s.trailer + 2).min(events.len() + 1))
+        .collect();
+    while cuts.len() < samples {
+        cuts.push(rng.below(events.len() as u64 + 1) as usize);
+    }
+    cuts.sort();
+    cuts.dedup();
+    for (n, &cut) in cuts.iter().enumerate() {
+        for reorder in [false, true] {
+            let pick = Rng(seed.wrapping_mul(31).wrapping_add(cut as u64));
+            let pick = std::cell::RefCell::new(pick);
+            let decisions: Vec<bool> = (0..cut)
+                .map(|_| !reorder || pick.borrow_mut().below(2) == 0)
+                .collect();
+            let keep = |i: usize| decisions[i];
+            let image = crash.at_cut(cut, keep);
+            let last_flush = crash.last_flush_before(cut);
+            let survived = |i: usize| i < cut && (last_flush.is_some_and(|f| i < f) || keep(i));
+            let expected = snapshots
+                .iter()
+                .rev()
+                .find(|s| survived(s.trailer))
+                .map(|s| s.model.clone());
+            let dev = Arc::new(MemDevice::from_bytes(image));
+            let fs = Fs::open(Box::new(dev.clone()))
+                .unwrap_or_else(|e| panic!("cut {cut} reorder {reorder}: open failed: {e}"));
+            let got = scan(&fs);
+            match &expected {
+                Some(model) => {
+                    if got != *model {
+                        let diff: Vec<String> = model
+                            .keys()
+                            .chain(got.keys())
+                            .filter(|k| model.get(*k) != got.get(*k))
+                            .map(|k| {
+                                format!(
+                                    "{k}: expected {:?} got {:?}",
+                                    model.get(k).map(|v| v.as_ref().map(|c| c.len())),
+                                    got.get(k).map(|v| v.as_ref().map(|c| c.len()))
+                                )
+                            })
+                            .collect();
+                        let matching: Vec<(usize, usize)> = snapshots
+                            .iter()
+                            .enumerate()
+                            .filter(|(_, s)| s.model == got)
+                            .map(|(i, s)| (i, s.trailer))
+                            .collect();
+                        panic!(
+                            "cut {cut} reorder {reorder}: state differs from the last durable checkpoint (#{} of {}, trailer {}); it equals snapshots {matching:?}: {diff:?}",
+                            snapshots.iter().rposition(|s| survived(s.trailer)).unwrap(),
+                            snapshots.len(),
+                            expected_trailer(&snapshots, &survived)
+                        );
+                    }
+                }
+                None => assert!(
+                    got.keys().all(|k| k == "/d1" || k == "/d2"),
+                    "cut {cut}: files before any checkpoint"
+                ),
+            }
+            // fsck.f2fs on the raw cut image and after a writable mount (on a sample: it is slow).
+            if n % 4 == 0 {
+                let image = dev.snapshot();
+                std::fs::write(&img, &image).unwrap();
+                if let Err(report) = fsck_f2fs(&img) {
+                    panic!("cut {cut} reorder {reorder}: fsck.f2fs on the cut image:\n{report}");
+                }
+                let dev = Arc::new(MemDevice::from_bytes(image));
+                let fs = Fs::open_writable(Box::new(dev.clone())).unwrap();
+                fs.unmount().unwrap();
+                std::fs::write(&img, dev.snapshot()).unwrap();
+                if let Err(report) = fsck_f2fs(&img) {
+                    panic!("cut {cut} reorder {reorder}: fsck.f2fs after remount:\n{report}");
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn power_cut_sweep() {
+    if !require_f2fs_tools() {
+        return;
+    }
+    for seed in [1u64, 2, 3] {
+        check_cuts(seed * 0x9E37_79B9_7F4A_7C15, 800, 160);
+    }
+}
+
+#[test]
+fn eio_turns_read_only_and_keeps_the_image_consistent() {
+    if !require_f2fs_tools() {
+        return;
+    }
+    let scratch = Scratch::new("eio");
+    let img = scratch.join("eio.img");
+    for fail_at in [5u64, 40, 200, 1000] {
+        for fail_flush in [false, true] {
+            let sim = Arc::new(SimDevice::new(fresh_image()));
+            let fs = Fs::open_writable(Box::new(sim.clone())).unwrap();
+            fs.set_checkpoint_interval(Duration::from_secs(3600));
+            if fail_flush {
+                sim.fail_flush_at(fail_at / 5);
+            } else {
+                sim.fail_write_at(fail_at);
+            }
+            let mut failed = false;
+            for i in 0..400 {
+                let result = fs
+                    .create(ROOT, format!("f{i}").as_bytes(), 0o644, 0, 0)
+                    .and_then(|f| fs.write(f.ino, 0, &vec![i as u8; 9000]))
+                    .and_then(|_| if i % 10 == 9 { fs.checkpoint() } else { Ok(()) });
+                if let Err(e) = result {
+                    failed = true;
+                    // Once failed, nothing more may be written.
+                    let again = fs
+                        .create(ROOT, b"after", 0o644, 0, 0)
+                        .err()
+                        .expect("must fail");
+                    assert_eq!(again.to_errno(), libc::EROFS, "after {e}: {again}");
+                    break;
+                }
+            }
+            assert!(
+                failed,
+                "the injected error at {fail_at} (flush {fail_flush}) was never reported"
+            );
+            let events_before = sim.event_count();
+            assert!(fs.checkpoint().is_err());
+            drop(fs);
+            assert_eq!(
+                sim.event_count(),
+                events_before,
+                "no write after the failure"
+            );
+            std::fs::write(&img, sim.bytes()).unwrap();
+            if let Err(report) = fsck_f2fs(&img) {
+                panic!("EIO at {fail_at} (flush {fail_flush}): fsck.f2fs:\n{report}");
+            }
+            Fs::open(Box::new(MemDevice::from_bytes(sim.bytes()))).unwrap();
+        }
+    }
+}

@@ -1,0 +1,1163 @@
+//! The FUSE operations, each mapped onto the engine's facade.
+//!
+//! Inode lifetime: the kernel holds a reference on every inode it was given
+//! (lookup, create, mkdir, mknod, symlink, link and each readdirplus entry)
+//! until it sends `forget`; each open file or directory is one more. The
+//! adapter turns both into `Fs::open_inode`/`Fs::release`, so an inode
+//! unlinked while the kernel still knows it stays (as an orphan) until the
+//! last reference is gone, and its number cannot be reused meanwhile.
+
+use crate::convert::{decode_dev, file_attr, timestamp, to_f2fs, to_fuse};
+use crate::log;
+use f2fuse_engine::dir::DirEntryInfo;
+use f2fuse_engine::fs::{RenameFlags as EngineRenameFlags, SetAttr, TimeSet};
+use f2fuse_engine::xattr::SetMode;
+use f2fuse_engine::{Error, FileKind, Fs, InodeInfo};
+use f2fuse_layout::{F2FS_NAME_LEN, F2FS_ROOT_INO};
+use fuser::{
+    AccessFlags, Errno, FileHandle, Filesystem, FopenFlags, Generation, INodeNo, InitFlags,
+    KernelConfig, LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData,
+    ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyLseek, ReplyOpen, ReplyStatfs,
+    ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
+};
+use parking_lot::{Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::collections::HashMap;
+use std::ffi::OsStr;
+use std::io;
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+/// Largest write request the kernel sends.
+pub const MAX_WRITE: u32 = 1 << 20;
+const BLOCK: u64 = 4096;
+/// Stripes of the per-inode lock that orders writes against fallocate.
+const STRIPES: usize = 64;
+
+/// State shared by the request threads and the background thread.
+#[derive(Debug)]
+pub struct Shared {
+    start: Instant,
+    /// Nanoseconds since `start` of the last request.
+    last_request: AtomicU64,
+    /// Bumped by every request that may have changed the file system.
+    changes: AtomicU64,
+    /// Engine workaround (see `reading`): calls that may write a checkpoint
+    /// or clean take it exclusively, calls that only read take it shared.
+    gate: RwLock<()>,
+}
+
+impl Default for Shared {
+    fn default() -> Self {
+        Shared {
+            start: Instant::now(),
+            last_request: AtomicU64::new(0),
+            changes: AtomicU64::new(0),
+            gate: RwLock::new(()),
+        }
+    }
+}
+
+impl Shared {
+    fn request(&self) {
+        let now = self.start.elapsed().as_nanos() as u64;
+        self.last_request.store(now, Ordering::Relaxed);
+    }
+
+    /// Admits an engine call that only reads.
+    ///
+    /// The engine's readers (`Fs::inode`, `lookup`, `read_dir`, `read_ino`,
+    /// ...) do not take its operation lock, and a checkpoint or a cleaning
+    /// round (which any mutating call may start) moves dirty nodes out of
+    /// the node cache before their new addresses and blocks are in place: a
+    /// reader running meanwhile gets EUCLEAN ("NAT block_addr 0xffffffff",
+    /// "footer names nid 0") or, worse, the previous version of a node. Until
+    /// the engine's readers take its lock, the adapter keeps them apart.
+    pub fn reading(&self) -> RwLockReadGuard<'_, ()> {
+        self.request();
+        self.gate.read()
+    }
+
+    /// Admits an engine call that may change the file system (and so may
+    /// checkpoint or clean): alone, see [`Shared::reading`].
+    pub fn writing(&self) -> RwLockWriteGuard<'_, ()> {
+        self.request();
+        self.changes.fetch_add(1, Ordering::Relaxed);
+        self.gate.write()
+    }
+
+    /// [`Shared::writing`] for the background thread: neither a request
+    /// nor a change.
+    pub fn writing_quietly(&self) -> RwLockWriteGuard<'_, ()> {
+        self.gate.write()
+    }
+
+    /// Time since the last request.
+    pub fn idle_for(&self) -> Duration {
+        let last = Duration::from_nanos(self.last_request.load(Ordering::Relaxed));
+        self.start.elapsed().saturating_sub(last)
+    }
+
+    /// A counter that moves whenever something may have changed.
+    pub fn changes(&self) -> u64 {
+        self.changes.load(Ordering::Relaxed)
+    }
+}
+
+/// Settings the adapter itself uses.
+#[derive(Debug, Clone)]
+pub struct AdapterConfig {
+    pub ttl: Duration,
+    pub writeback_cache: bool,
+}
+
+pub struct F2fsFuse {
+    fs: Arc<Fs>,
+    cfg: AdapterConfig,
+    shared: Arc<Shared>,
+    next_fh: AtomicU64,
+    /// Directory listings by handle, taken when a listing starts (offset 0).
+    dirs: Mutex<HashMap<u64, Arc<Vec<DirEntryInfo>>>>,
+    /// References the kernel holds per inode (lookups not yet forgotten).
+    kernel_refs: Mutex<HashMap<u32, u64>>,
+    /// Writes take their inode's stripe shared, fallocate exclusively (it
+    /// fills holes it found, which a concurrent write must not land in).
+    stripes: Vec<RwLock<()>>,
+}
+
+type Res<T> = std::result::Result<T, Errno>;
+
+fn errno(e: &Error) -> Errno {
+    match e {
+        Error::Errno { .. } => {}
+        other => log(&format!("error: {other}")),
+    }
+    Errno::from_i32(e.to_errno())
+}
+
+fn name_ok(name: &OsStr) -> Res<&[u8]> {
+    let bytes = name.as_bytes();
+    // The kernel does not enforce NAME_MAX for FUSE.
+    if bytes.len() > F2FS_NAME_LEN {
+        return Err(Errno::ENAMETOOLONG);
+    }
+    Ok(bytes)
+}
+
+/// POSIX ACLs are not supported yet: F2FS stores them in its own format
+/// (not the xattr format the VFS passes through), and without
+/// FUSE_POSIX_ACL nobody would enforce them. Like a `noacl` mount, their
+/// names are refused (so `cp -a` falls back to chmod) and not listed.
+fn is_acl(name: &[u8]) -> bool {
+    name == b"system.posix_acl_access" || name == b"system.posix_acl_default"
+}
+
+fn ino_of(ino: INodeNo) -> Res<u32> {
+    to_f2fs(ino).ok_or(Errno::ENOENT)
+}
+
+/// Byte ranges holding data (the rest of the file reads as zeros).
+fn data_ranges(fs: &Fs, inode: &InodeInfo) -> Res<Vec<(u64, u64)>> {
+    if fs.has_inline_data(inode) {
+        return Ok(vec![(0, inode.size)]);
+    }
+    let extents = fs.extents(inode).map_err(|e| errno(&e))?;
+    Ok(extents
+        .into_iter()
+        .map(|(fofs, _, len)| (fofs * BLOCK, (fofs + len) * BLOCK))
+        .collect())
+}
+
+impl F2fsFuse {
+    pub fn new(fs: Arc<Fs>, cfg: AdapterConfig, shared: Arc<Shared>) -> F2fsFuse {
+        F2fsFuse {
+            fs,
+            cfg,
+            shared,
+            next_fh: AtomicU64::new(1),
+            dirs: Mutex::new(HashMap::new()),
+            kernel_refs: Mutex::new(HashMap::new()),
+            stripes: (0..STRIPES).map(|_| RwLock::new(())).collect(),
+        }
+    }
+
+    fn inode(&self, ino: u32) -> Res<InodeInfo> {
+        let inode = self.fs.inode(ino).map_err(|e| errno(&e))?;
+        if inode.ino < F2FS_ROOT_INO {
+            // The node and meta inodes are never files.
+            return Err(Errno::from_i32(libc::EUCLEAN));
+        }
+        Ok(inode)
+    }
+
+    fn stripe(&self, ino: u32) -> &RwLock<()> {
+        &self.stripes[ino as usize % STRIPES]
+    }
+
+    fn new_fh(&self) -> FileHandle {
+        FileHandle(self.next_fh.fetch_add(1, Ordering::Relaxed))
+    }
+
+    /// Notes one more kernel reference to `ino` (the root is never released).
+    fn kernel_ref(&self, ino: u32) {
+        if ino == F2FS_ROOT_INO {
+            return;
+        }
+        let mut refs = self.kernel_refs.lock();
+        let count = refs.entry(ino).or_insert(0);
+        if *count == 0 {
+            // Cannot fail; the engine only counts.
+            let _ = self.fs.open_inode(ino);
+        }
+        *count += 1;
+    }
+
+    fn kernel_unref(&self, ino: u32, n: u64) {
+        let last = {
+            let mut refs = self.kernel_refs.lock();
+            match refs.get_mut(&ino) {
+                Some(count) => {
+                    *count = count.saturating_sub(n);
+                    if *count == 0 {
+                        refs.remove(&ino);
+                        true
+                    } else {
+                        false
+                    }
+                }
+                None => false,
+            }
+        };
+        if last {
+            self.release_engine(ino);
+        }
+    }
+
+    fn release_engine(&self, ino: u32) {
+        let _gate = self.shared.writing();
+        if let Err(e) = self.fs.release(ino) {
+            log(&format!("releasing inode {ino}: {e}"));
+        }
+    }
+
+    /// Replies with a new entry; the kernel then holds one reference.
+    fn reply_entry(&self, reply: ReplyEntry, inode: &InodeInfo) {
+        self.kernel_ref(inode.ino);
+        reply.entry(
+            &self.cfg.ttl,
+            &file_attr(inode),
+            Generation(inode.generation as u64),
+        );
+    }
+
+    /// Owner of a new inode: the caller, with the group of a setgid parent.
+    fn new_owner(&self, req: &Request, parent: &InodeInfo) -> (u32, u32) {
+        let gid = if parent.mode & libc::S_ISGID as u16 != 0 {
+            parent.gid
+        } else {
+            req.gid()
+        };
+        (req.uid(), gid)
+    }
+
+    fn do_lookup(&self, parent: u32, name: &OsStr) -> Res<InodeInfo> {
+        let name = name_ok(name)?;
+        let entry = self.fs.lookup(parent, name).map_err(|e| errno(&e))?;
+        self.inode(entry.ino)
+    }
+
+    fn do_setattr(&self, ino: u32, attr: &SetAttr) -> Res<InodeInfo> {
+        let inode = self.fs.setattr(ino, attr).map_err(|e| errno(&e))?;
+        Ok(inode)
+    }
+
+    fn do_create(
+        &self,
+        req: &Request,
+        parent: u32,
+        name: &OsStr,
+        mode: u32,
+        flags: i32,
+    ) -> Res<InodeInfo> {
+        let name = name_ok(name)?;
+        let dir = self.inode(parent)?;
+        let (uid, gid) = self.new_owner(req, &dir);
+        match self
+            .fs
+            .create(parent, name, (mode & 0o7777) as u16, uid, gid)
+        {
+            Ok(inode) => Ok(inode),
+            Err(e) if e.to_errno() == libc::EEXIST && flags & libc::O_EXCL == 0 => {
+                // The name appeared after the kernel's lookup: open it.
+                let entry = self.fs.lookup(parent, name).map_err(|e| errno(&e))?;
+                let inode = self.inode(entry.ino)?;
+                match inode.kind {
+                    FileKind::Directory => Err(Errno::EISDIR),
+                    FileKind::Regular if flags & libc::O_TRUNC != 0 => self.do_setattr(
+                        inode.ino,
+                        &SetAttr {
+                            size: Some(0),
+                            ..SetAttr::default()
+                        },
+                    ),
+                    _ => Ok(inode),
+                }
+            }
+            Err(e) => Err(errno(&e)),
+        }
+    }
+
+    fn do_read(&self, ino: u32, offset: u64, size: u32) -> Res<Vec<u8>> {
+        let mut buf = vec![0u8; size as usize];
+        let mut done = 0;
+        while done < buf.len() {
+            let n = self
+                .fs
+                .read_ino(ino, offset + done as u64, &mut buf[done..])
+                .map_err(|e| errno(&e))?;
+            if n == 0 {
+                break;
+            }
+            done += n;
+        }
+        buf.truncate(done);
+        Ok(buf)
+    }
+
+    fn do_write(&self, ino: u32, offset: u64, data: &[u8]) -> Res<u32> {
+        let _stripe = self.stripe(ino).read();
+        let _gate = self.shared.writing();
+        let n = self.fs.write(ino, offset, data).map_err(|e| errno(&e))?;
+        if n == 0 && !data.is_empty() {
+            return Err(Errno::EFBIG);
+        }
+        Ok(n as u32)
+    }
+
+    /// Loads the listing of `dir` for handle `fh` (at offset 0, or if missing).
+    fn listing(&self, dir: u32, fh: u64, offset: u64) -> Res<Arc<Vec<DirEntryInfo>>> {
+        if offset != 0 {
+            if let Some(list) = self.dirs.lock().get(&fh) {
+                return Ok(list.clone());
+            }
+        }
+        let list = Arc::new(self.fs.read_dir(dir).map_err(|e| errno(&e))?);
+        self.dirs.lock().insert(fh, list.clone());
+        Ok(list)
+    }
+
+    /// fallocate mode 0: fills the holes of [offset, offset + length) with
+    /// zero blocks and extends the file if needed.
+    fn do_fallocate(&self, ino: u32, offset: u64, length: u64) -> Res<()> {
+        let end = offset.checked_add(length).ok_or(Errno::EFBIG)?;
+        if end > i64::MAX as u64 {
+            return Err(Errno::EFBIG);
+        }
+        // Writes to this file wait on the stripe until the holes are filled;
+        // the gate is taken per engine call, so readers go on meanwhile.
+        let _stripe = self.stripe(ino).write();
+        let gate = self.shared.reading();
+        let inode = self.inode(ino)?;
+        match inode.kind {
+            FileKind::Regular => {}
+            FileKind::Directory => return Err(Errno::EISDIR),
+            _ => return Err(Errno::ENODEV),
+        }
+        let data = data_ranges(&self.fs, &inode)?;
+        // Hole pieces of the range, block-aligned inside and clipped to it.
+        let mut holes: Vec<(u64, u64)> = Vec::new();
+        let mut at = offset;
+        for &(s, e) in &data {
+            if e <= at {
+                continue;
+            }
+            if s >= end {
+                break;
+            }
+            if s > at {
+                holes.push((at, s.min(end)));
+            }
+            at = at.max(e);
+        }
+        if at < end {
+            holes.push((at, end));
+        }
+        // Data ranges are whole blocks except an inline file's, so a hole
+        // piece may start or end inside a block that has data; writing zeros
+        // over bytes past an inline file's EOF is still right (they read as 0).
+        let needed: u64 = holes
+            .iter()
+            .map(|&(s, e)| e.div_ceil(BLOCK) - s / BLOCK)
+            .sum();
+        if needed > self.fs.statfs().blocks_available {
+            return Err(Errno::ENOSPC);
+        }
+        drop(gate);
+        let zeros = vec![0u8; MAX_WRITE as usize];
+        for (s, e) in holes {
+            let mut pos = s;
+            while pos < e {
+                let n = (e - pos).min(MAX_WRITE as u64) as usize;
+                let _gate = self.shared.writing();
+                let written = self
+                    .fs
+                    .write(ino, pos, &zeros[..n])
+                    .map_err(|e| errno(&e))?;
+                if written == 0 {
+                    return Err(Errno::EFBIG);
+                }
+                pos += written as u64;
+            }
+        }
+        Ok(())
+    }
+
+    fn do_lseek(&self, ino: u32, offset: i64, whence: i32) -> Res<i64> {
+        let inode = self.inode(ino)?;
+        if offset < 0 {
+            return Err(Errno::ENXIO);
+        }
+        let offset = offset as u64;
+        if offset >= inode.size {
+            return Err(Errno::ENXIO);
+        }
+        let data = data_ranges(&self.fs, &inode)?;
+        let found = match whence {
+            libc::SEEK_DATA => data
+                .iter()
+                .find(|&&(_, e)| e > offset)
+                .map(|&(s, _)| s.max(offset))
+                .filter(|&p| p < inode.size)
+                .ok_or(Errno::ENXIO)?,
+            libc::SEEK_HOLE => {
+                let mut at = offset;
+                for &(s, e) in &data {
+                    if s > at {
+                        break;
+                    }
+                    at = at.max(e);
+                }
+                at.min(inode.size)
+            }
+            _ => return Err(Errno::EINVAL),
+        };
+        Ok(found as i64)
+    }
+
+    fn do_access(&self, req: &Request, ino: u32, mask: AccessFlags) -> Res<()> {
+        let inode = self.inode(ino)?;
+        let want = mask.bits() & 0o7;
+        if want == 0 {
+            return Ok(());
+        }
+        let mode = inode.mode as i32;
+        if req.uid() == 0 {
+            // Root may do anything except execute a file nobody may execute.
+            if want & libc::X_OK != 0 && inode.kind != FileKind::Directory && mode & 0o111 == 0 {
+                return Err(Errno::EACCES);
+            }
+            return Ok(());
+        }
+        let bits = if req.uid() == inode.uid {
+            mode >> 6
+        } else if req.gid() == inode.gid || in_groups(req.pid(), inode.gid) {
+            mode >> 3
+        } else {
+            mode
+        } & 0o7;
+        if want & !bits != 0 {
+            return Err(Errno::EACCES);
+        }
+        Ok(())
+    }
+}
+
+/// Whether process `pid` has `gid` among its supplementary groups.
+fn in_groups(pid: u32, gid: u32) -> bool {
+    let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) else {
+        return false;
+    };
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("Groups:"))
+        .map(|groups| {
+            groups
+                .split_whitespace()
+                .any(|g| g.parse::<u32>() == Ok(gid))
+        })
+        .unwrap_or(false)
+}
+
+/// The attributes of a negative entry: node id 0, nothing else read.
+fn negative_attr() -> fuser::FileAttr {
+    fuser::FileAttr {
+        ino: INodeNo(0),
+        size: 0,
+        blocks: 0,
+        atime: std::time::UNIX_EPOCH,
+        mtime: std::time::UNIX_EPOCH,
+        ctime: std::time::UNIX_EPOCH,
+        crtime: std::time::UNIX_EPOCH,
+        kind: fuser::FileType::RegularFile,
+        perm: 0,
+        nlink: 0,
+        uid: 0,
+        gid: 0,
+        rdev: 0,
+        blksize: 4096,
+        flags: 0,
+    }
+}
+
+fn time_set(t: TimeOrNow) -> TimeSet {
+    match t {
+        TimeOrNow::Now => TimeSet::Now,
+        TimeOrNow::SpecificTime(at) => TimeSet::At(timestamp(at)),
+    }
+}
+
+macro_rules! ino_or_reply {
+    ($ino:expr, $reply:expr) => {
+        match ino_of($ino) {
+            Ok(i) => i,
+            Err(e) => return $reply.error(e),
+        }
+    };
+}
+
+impl Filesystem for F2fsFuse {
+    fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> io::Result<()> {
+        let _ = config.set_max_write(MAX_WRITE);
+        let _ = config.set_max_background(64);
+        let mut want = InitFlags::FUSE_DO_READDIRPLUS
+            | InitFlags::FUSE_READDIRPLUS_AUTO
+            | InitFlags::FUSE_PARALLEL_DIROPS
+            | InitFlags::FUSE_CACHE_SYMLINKS
+            | InitFlags::FUSE_ASYNC_DIO;
+        if self.cfg.writeback_cache {
+            want |= InitFlags::FUSE_WRITEBACK_CACHE;
+        }
+        let _ = config.add_capabilities(want & config.capabilities());
+        Ok(())
+    }
+
+    fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+        let _gate = self.shared.reading();
+        let parent = ino_or_reply!(parent, reply);
+        match self.do_lookup(parent, name) {
+            Ok(inode) => self.reply_entry(reply, &inode),
+            Err(e) if e == Errno::ENOENT => {
+                // A negative entry the kernel may cache for the TTL: every
+                // change comes through the kernel, which drops it on create.
+                reply.entry(&self.cfg.ttl, &negative_attr(), Generation(0));
+            }
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn forget(&self, _req: &Request, ino: INodeNo, nlookup: u64) {
+        if let Some(ino) = to_f2fs(ino) {
+            self.kernel_unref(ino, nlookup);
+        }
+    }
+
+    fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
+        let _gate = self.shared.reading();
+        let ino = ino_or_reply!(ino, reply);
+        match self.inode(ino) {
+            Ok(inode) => reply.attr(&self.cfg.ttl, &file_attr(&inode)),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn setattr(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        mode: Option<u32>,
+        uid: Option<u32>,
+        gid: Option<u32>,
+        size: Option<u64>,
+        atime: Option<TimeOrNow>,
+        mtime: Option<TimeOrNow>,
+        _ctime: Option<SystemTime>,
+        _fh: Option<FileHandle>,
+        _crtime: Option<SystemTime>,
+        _chgtime: Option<SystemTime>,
+        _bkuptime: Option<SystemTime>,
+        _flags: Option<fuser::BsdFileFlags>,
+        reply: ReplyAttr,
+    ) {
+        let ino = ino_or_reply!(ino, reply);
+        let attr = SetAttr {
+            mode: mode.map(|m| (m & 0o7777) as u16),
+            uid,
+            gid,
+            size,
+            atime: atime.map(time_set),
+            mtime: mtime.map(time_set),
+        };
+        // A truncation must not interleave with a fallocate of the file.
+        let _stripe = size.map(|_| self.stripe(ino).read());
+        let _gate = self.shared.writing();
+        let result = self.do_setattr(ino, &attr);
+        match result {
+            Ok(inode) => reply.attr(&self.cfg.ttl, &file_attr(&inode)),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
+        let _gate = self.shared.reading();
+        let ino = ino_or_reply!(ino, reply);
+        let result = self
+            .inode(ino)
+            .and_then(|inode| self.fs.read_link(&inode).map_err(|e| errno(&e)));
+        match result {
+            Ok(target) => reply.data(&target),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn mknod(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        _umask: u32,
+        rdev: u32,
+        reply: ReplyEntry,
+    ) {
+        let parent = ino_or_reply!(parent, reply);
+        let _gate = self.shared.writing();
+        let result = name_ok(name).and_then(|name| {
+            let dir = self.inode(parent)?;
+            let (uid, gid) = self.new_owner(req, &dir);
+            self.fs
+                .mknod(parent, name, mode as u16, decode_dev(rdev), uid, gid)
+                .map_err(|e| errno(&e))
+        });
+        match result {
+            Ok(inode) => self.reply_entry(reply, &inode),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn mkdir(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        _umask: u32,
+        reply: ReplyEntry,
+    ) {
+        let parent = ino_or_reply!(parent, reply);
+        let _gate = self.shared.writing();
+        let result = name_ok(name).and_then(|name| {
+            let dir = self.inode(parent)?;
+            let (uid, gid) = self.new_owner(req, &dir);
+            let mut perm = (mode & 0o7777) as u16;
+            if dir.mode & libc::S_ISGID as u16 != 0 {
+                // New directories inherit the setgid bit (and with it the group).
+                perm |= libc::S_ISGID as u16;
+            }
+            self.fs
+                .mkdir(parent, name, perm, uid, gid)
+                .map_err(|e| errno(&e))
+        });
+        match result {
+            Ok(inode) => self.reply_entry(reply, &inode),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        let parent = ino_or_reply!(parent, reply);
+        let _gate = self.shared.writing();
+        match name_ok(name).and_then(|n| self.fs.unlink(parent, n).map_err(|e| errno(&e))) {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        let parent = ino_or_reply!(parent, reply);
+        let _gate = self.shared.writing();
+        match name_ok(name).and_then(|n| self.fs.rmdir(parent, n).map_err(|e| errno(&e))) {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn symlink(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        link_name: &OsStr,
+        target: &Path,
+        reply: ReplyEntry,
+    ) {
+        let parent = ino_or_reply!(parent, reply);
+        let _gate = self.shared.writing();
+        let result = name_ok(link_name).and_then(|name| {
+            let dir = self.inode(parent)?;
+            let (uid, gid) = self.new_owner(req, &dir);
+            self.fs
+                .symlink(parent, name, target.as_os_str().as_bytes(), uid, gid)
+                .map_err(|e| errno(&e))
+        });
+        match result {
+            Ok(inode) => self.reply_entry(reply, &inode),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn rename(
+        &self,
+        _req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        newparent: INodeNo,
+        newname: &OsStr,
+        flags: RenameFlags,
+        reply: ReplyEmpty,
+    ) {
+        let parent = ino_or_reply!(parent, reply);
+        let newparent = ino_or_reply!(newparent, reply);
+        let known = RenameFlags::RENAME_NOREPLACE | RenameFlags::RENAME_EXCHANGE;
+        if !known.contains(flags) {
+            // RENAME_WHITEOUT is for overlay file systems.
+            return reply.error(Errno::EINVAL);
+        }
+        let engine_flags = EngineRenameFlags {
+            noreplace: flags.contains(RenameFlags::RENAME_NOREPLACE),
+            exchange: flags.contains(RenameFlags::RENAME_EXCHANGE),
+        };
+        let _gate = self.shared.writing();
+        let result = name_ok(name).and_then(|old| {
+            let new = name_ok(newname)?;
+            self.fs
+                .rename(parent, old, newparent, new, engine_flags)
+                .map_err(|e| errno(&e))
+        });
+        match result {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn link(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        newparent: INodeNo,
+        newname: &OsStr,
+        reply: ReplyEntry,
+    ) {
+        let ino = ino_or_reply!(ino, reply);
+        let newparent = ino_or_reply!(newparent, reply);
+        let _gate = self.shared.writing();
+        let result = name_ok(newname)
+            .and_then(|name| self.fs.link(ino, newparent, name).map_err(|e| errno(&e)));
+        match result {
+            Ok(inode) => self.reply_entry(reply, &inode),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn open(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+        let _gate = self.shared.reading();
+        let ino = ino_or_reply!(ino, reply);
+        match self.inode(ino) {
+            Ok(inode) if inode.kind == FileKind::Directory => reply.error(Errno::EISDIR),
+            Ok(_) => {
+                let _ = self.fs.open_inode(ino);
+                // Every change comes through this kernel: its cache stays valid.
+                reply.opened(self.new_fh(), FopenFlags::FOPEN_KEEP_CACHE);
+            }
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn read(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        size: u32,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        reply: ReplyData,
+    ) {
+        let _gate = self.shared.reading();
+        let ino = ino_or_reply!(ino, reply);
+        match self.do_read(ino, offset, size) {
+            Ok(data) => reply.data(&data),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn write(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        data: &[u8],
+        _write_flags: WriteFlags,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        reply: ReplyWrite,
+    ) {
+        let ino = ino_or_reply!(ino, reply);
+        match self.do_write(ino, offset, data) {
+            Ok(n) => reply.written(n),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn flush(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _fh: FileHandle,
+        _lock_owner: LockOwner,
+        reply: ReplyEmpty,
+    ) {
+        reply.ok();
+    }
+
+    fn release(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        _flush: bool,
+        reply: ReplyEmpty,
+    ) {
+        if let Some(ino) = to_f2fs(ino) {
+            self.release_engine(ino);
+        }
+        reply.ok();
+    }
+
+    fn fsync(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        _datasync: bool,
+        reply: ReplyEmpty,
+    ) {
+        let ino = ino_or_reply!(ino, reply);
+        if !self.fs.is_writable() {
+            return reply.ok();
+        }
+        let _gate = self.shared.writing();
+        match self.fs.fsync(ino) {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+        let _gate = self.shared.reading();
+        let ino = ino_or_reply!(ino, reply);
+        match self.inode(ino) {
+            Ok(inode) if inode.kind != FileKind::Directory => reply.error(Errno::ENOTDIR),
+            Ok(_) => {
+                let _ = self.fs.open_inode(ino);
+                reply.opened(self.new_fh(), FopenFlags::empty());
+            }
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn readdir(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        mut reply: ReplyDirectory,
+    ) {
+        let _gate = self.shared.reading();
+        let ino = ino_or_reply!(ino, reply);
+        let list = match self.listing(ino, fh.0, offset) {
+            Ok(list) => list,
+            Err(e) => return reply.error(e),
+        };
+        for (i, entry) in list.iter().enumerate().skip(offset as usize) {
+            let full = reply.add(
+                to_fuse(entry.ino),
+                i as u64 + 1,
+                crate::convert::file_type(entry.kind),
+                OsStr::from_bytes(&entry.name),
+            );
+            if full {
+                break;
+            }
+        }
+        reply.ok();
+    }
+
+    fn readdirplus(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        mut reply: ReplyDirectoryPlus,
+    ) {
+        let _gate = self.shared.reading();
+        let dir = ino_or_reply!(ino, reply);
+        let list = match self.listing(dir, fh.0, offset) {
+            Ok(list) => list,
+            Err(e) => return reply.error(e),
+        };
+        for (i, entry) in list.iter().enumerate().skip(offset as usize) {
+            let dot = entry.name == b"." || entry.name == b"..";
+            // The listing may be older than this request: only names that
+            // still exist are handed out with attributes.
+            let current = if dot {
+                Some(entry.ino)
+            } else {
+                self.fs.lookup(dir, &entry.name).ok().map(|e| e.ino)
+            };
+            let Some(child) = current else { continue };
+            let inode = match self.inode(child) {
+                Ok(inode) => inode,
+                Err(e) if e == Errno::ENOENT => continue,
+                Err(e) => return reply.error(e),
+            };
+            let full = reply.add(
+                to_fuse(inode.ino),
+                i as u64 + 1,
+                OsStr::from_bytes(&entry.name),
+                &self.cfg.ttl,
+                &file_attr(&inode),
+                Generation(inode.generation as u64),
+            );
+            if full {
+                break;
+            }
+            // The kernel takes a reference on every entry but "." and "..".
+            if !dot {
+                self.kernel_ref(inode.ino);
+            }
+        }
+        reply.ok();
+    }
+
+    fn releasedir(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        fh: FileHandle,
+        _flags: OpenFlags,
+        reply: ReplyEmpty,
+    ) {
+        self.dirs.lock().remove(&fh.0);
+        if let Some(ino) = to_f2fs(ino) {
+            self.release_engine(ino);
+        }
+        reply.ok();
+    }
+
+    fn fsyncdir(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        fh: FileHandle,
+        datasync: bool,
+        reply: ReplyEmpty,
+    ) {
+        self.fsync(req, ino, fh, datasync, reply);
+    }
+
+    fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
+        let _gate = self.shared.reading();
+        let s = self.fs.statfs();
+        reply.statfs(
+            s.blocks,
+            s.blocks_free,
+            s.blocks_available,
+            s.files,
+            s.files_free,
+            s.block_size,
+            s.name_max,
+            s.block_size,
+        );
+    }
+
+    fn setxattr(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        name: &OsStr,
+        value: &[u8],
+        flags: i32,
+        _position: u32,
+        reply: ReplyEmpty,
+    ) {
+        let ino = ino_or_reply!(ino, reply);
+        let mode = match flags {
+            0 => SetMode::Any,
+            libc::XATTR_CREATE => SetMode::Create,
+            libc::XATTR_REPLACE => SetMode::Replace,
+            _ => return reply.error(Errno::EINVAL),
+        };
+        if is_acl(name.as_bytes()) {
+            return reply.error(Errno::EOPNOTSUPP);
+        }
+        let _gate = self.shared.writing();
+        match self.fs.set_xattr(ino, name.as_bytes(), value, mode) {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn getxattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
+        let _gate = self.shared.reading();
+        let ino = ino_or_reply!(ino, reply);
+        if is_acl(name.as_bytes()) {
+            return reply.error(Errno::EOPNOTSUPP);
+        }
+        let result = self.inode(ino).and_then(|inode| {
+            self.fs
+                .get_xattr(&inode, name.as_bytes())
+                .map_err(|e| errno(&e))
+        });
+        match result {
+            Ok(value) if size == 0 => reply.size(value.len() as u32),
+            Ok(value) if value.len() > size as usize => reply.error(Errno::ERANGE),
+            Ok(value) => reply.data(&value),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn listxattr(&self, _req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
+        let _gate = self.shared.reading();
+        let ino = ino_or_reply!(ino, reply);
+        let result = self
+            .inode(ino)
+            .and_then(|inode| self.fs.xattrs(&inode).map_err(|e| errno(&e)));
+        match result {
+            Ok(list) => {
+                let mut names = Vec::new();
+                for (name, _) in list.iter().filter(|(n, _)| !is_acl(n)) {
+                    names.extend_from_slice(name);
+                    names.push(0);
+                }
+                if size == 0 {
+                    reply.size(names.len() as u32)
+                } else if names.len() > size as usize {
+                    reply.error(Errno::ERANGE)
+                } else {
+                    reply.data(&names)
+                }
+            }
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn removexattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        let ino = ino_or_reply!(ino, reply);
+        if is_acl(name.as_bytes()) {
+            return reply.error(Errno::EOPNOTSUPP);
+        }
+        let _gate = self.shared.writing();
+        match self.fs.remove_xattr(ino, name.as_bytes()) {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn access(&self, req: &Request, ino: INodeNo, mask: AccessFlags, reply: ReplyEmpty) {
+        let _gate = self.shared.reading();
+        let ino = ino_or_reply!(ino, reply);
+        match self.do_access(req, ino, mask) {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn create(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        _umask: u32,
+        flags: i32,
+        reply: ReplyCreate,
+    ) {
+        let parent = ino_or_reply!(parent, reply);
+        let _gate = self.shared.writing();
+        match self.do_create(req, parent, name, mode, flags) {
+            Ok(inode) => {
+                self.kernel_ref(inode.ino);
+                let _ = self.fs.open_inode(inode.ino);
+                reply.created(
+                    &self.cfg.ttl,
+                    &file_attr(&inode),
+                    Generation(inode.generation as u64),
+                    self.new_fh(),
+                    FopenFlags::FOPEN_KEEP_CACHE,
+                );
+            }
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn fallocate(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        length: u64,
+        mode: i32,
+        reply: ReplyEmpty,
+    ) {
+        let ino = ino_or_reply!(ino, reply);
+        if mode != 0 {
+            // Keep-size preallocation, hole punching, zero and collapse ranges.
+            return reply.error(Errno::EOPNOTSUPP);
+        }
+        match self.do_fallocate(ino, offset, length) {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn lseek(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: i64,
+        whence: i32,
+        reply: ReplyLseek,
+    ) {
+        let _gate = self.shared.reading();
+        if self.cfg.writeback_cache {
+            // The kernel does not write dirty pages back before asking, so
+            // our view of holes may be stale; ENOSYS makes it fall back to
+            // "all data up to EOF" for good, which is always correct.
+            return reply.error(Errno::ENOSYS);
+        }
+        let ino = ino_or_reply!(ino, reply);
+        match self.do_lseek(ino, offset, whence) {
+            Ok(at) => reply.offset(at),
+            Err(e) => reply.error(e),
+        }
+    }
+}

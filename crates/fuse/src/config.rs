@@ -1,0 +1,161 @@
+//! Mount configuration and `-o` option parsing.
+
+use std::time::Duration;
+
+/// Kernel mount flags passed through unchanged (as mount(8) and fstab give them).
+const KERNEL_FLAGS: &[&str] = &[
+    "dev", "nodev", "suid", "nosuid", "exec", "noexec", "atime", "noatime", "sync", "async",
+    "dirsync",
+];
+
+/// How to mount an image.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MountConfig {
+    /// Open the image read-only and mount with `ro`.
+    pub read_only: bool,
+    /// Let users other than the one mounting use the file system.
+    pub allow_other: bool,
+    /// Let the kernel check permissions from the inodes' modes and owners.
+    pub default_permissions: bool,
+    /// Threads serving FUSE requests (each with its own cloned /dev/fuse fd).
+    pub threads: usize,
+    /// Kernel page cache in write-back mode (writes are gathered by the
+    /// kernel and sent in large requests).
+    pub writeback_cache: bool,
+    /// How long the kernel may cache names and attributes.
+    pub ttl: Duration,
+    /// Background cleaning is tried this often while the file system is idle.
+    pub gc_interval: Duration,
+    /// A checkpoint is written this often if anything changed.
+    pub checkpoint_interval: Duration,
+    /// Kernel flags such as `noatime`, `nosuid`, `nodev`, `noexec`.
+    pub kernel_flags: Vec<String>,
+    /// Name shown as the source in /proc/mounts (default: the image path).
+    pub fsname: Option<String>,
+}
+
+impl Default for MountConfig {
+    fn default() -> Self {
+        MountConfig {
+            read_only: false,
+            allow_other: false,
+            default_permissions: false,
+            threads: 4,
+            writeback_cache: true,
+            ttl: Duration::from_secs(1),
+            gc_interval: Duration::from_secs(30),
+            checkpoint_interval: Duration::from_secs(60),
+            kernel_flags: Vec::new(),
+            fsname: None,
+        }
+    }
+}
+
+/// The options `-o` accepts, for error messages and `--help`.
+pub const OPTIONS_HELP: &str = "ro, rw, allow_other, default_permissions, threads=N, \
+     writeback_cache, no_writeback_cache, ttl=SECS, gc_interval=SECS, checkpoint_interval=SECS, \
+     fsname=NAME, and the kernel flags dev, nodev, suid, nosuid, exec, noexec, atime, noatime, \
+     sync, async, dirsync";
+
+fn seconds(name: &str, value: &str) -> Result<Duration, String> {
+    let secs: f64 = value
+        .parse()
+        .map_err(|_| format!("option {name}={value}: not a number of seconds"))?;
+    if !(0.0..=86_400.0 * 365.0).contains(&secs) {
+        return Err(format!("option {name}={value}: out of range"));
+    }
+    Ok(Duration::from_secs_f64(secs))
+}
+
+impl MountConfig {
+    /// Applies one comma-separated `-o` list (later options win).
+    pub fn apply_options(&mut self, list: &str) -> Result<(), String> {
+        for opt in list.split(',').filter(|o| !o.is_empty()) {
+            self.apply_option(opt)?;
+        }
+        Ok(())
+    }
+
+    /// Applies one option such as `ro` or `threads=8`.
+    pub fn apply_option(&mut self, opt: &str) -> Result<(), String> {
+        let (name, value) = match opt.split_once('=') {
+            Some((n, v)) => (n, Some(v)),
+            None => (opt, None),
+        };
+        match (name, value) {
+            ("ro", None) => self.read_only = true,
+            ("rw", None) => self.read_only = false,
+            ("allow_other", None) => self.allow_other = true,
+            ("default_permissions", None) => self.default_permissions = true,
+            ("writeback_cache", None) => self.writeback_cache = true,
+            ("no_writeback_cache", None) => self.writeback_cache = false,
+            ("threads", Some(v)) => {
+                self.threads = v
+                    .parse()
+                    .ok()
+                    .filter(|n| (1..=256).contains(n))
+                    .ok_or_else(|| format!("option threads={v}: expected 1 to 256"))?;
+            }
+            ("ttl", Some(v)) => self.ttl = seconds(name, v)?,
+            ("gc_interval", Some(v)) => self.gc_interval = seconds(name, v)?,
+            ("checkpoint_interval", Some(v)) => self.checkpoint_interval = seconds(name, v)?,
+            ("fsname", Some(v)) if !v.is_empty() => self.fsname = Some(v.to_string()),
+            (flag, None) if KERNEL_FLAGS.contains(&flag) => {
+                // A later flag overrides its opposite ("noatime" after "atime").
+                let opposite = flag
+                    .strip_prefix("no")
+                    .map(str::to_string)
+                    .unwrap_or_else(|| format!("no{flag}"));
+                let opposite = match flag {
+                    "sync" => "async".to_string(),
+                    "async" => "sync".to_string(),
+                    _ => opposite,
+                };
+                self.kernel_flags.retain(|f| f != flag && *f != opposite);
+                self.kernel_flags.push(flag.to_string());
+            }
+            _ => {
+                return Err(format!(
+                    "unknown or malformed mount option \"{opt}\" (known: {OPTIONS_HELP})"
+                ))
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn options_parse() {
+        let mut c = MountConfig::default();
+        c.apply_options("ro,allow_other,default_permissions,threads=8,noatime")
+            .unwrap();
+        assert!(c.read_only && c.allow_other && c.default_permissions);
+        assert_eq!(c.threads, 8);
+        assert_eq!(c.kernel_flags, ["noatime"]);
+        c.apply_options("rw,atime,ttl=0.5,no_writeback_cache")
+            .unwrap();
+        assert!(!c.read_only && !c.writeback_cache);
+        assert_eq!(c.kernel_flags, ["atime"]);
+        assert_eq!(c.ttl, Duration::from_millis(500));
+    }
+
+    #[test]
+    fn bad_options_are_refused() {
+        let mut c = MountConfig::default();
+        for bad in [
+            "bogus",
+            "threads=0",
+            "threads=x",
+            "ro=1",
+            "ttl=-1",
+            "fsname=",
+        ] {
+            let err = c.apply_options(bad).unwrap_err();
+            assert!(err.contains(bad), "{bad}: {err}");
+        }
+    }
+}

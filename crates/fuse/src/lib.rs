@@ -1,0 +1,475 @@
+//! f2fuse-fuse: mounts an F2FS image through FUSE, on top of the engine's
+//! facade (`f2fuse_engine::Fs`).
+//!
+//! [`serve`] does everything a mount daemon does: locks the image (one
+//! daemon per image), opens it, mounts (fuser 0.18, pure Rust, no libfuse),
+//! serves requests on several threads each with its own cloned /dev/fuse fd,
+//! runs a background thread for periodic checkpoints and idle-time cleaning,
+//! and on unmount, SIGTERM, SIGINT or SIGHUP unmounts the engine cleanly
+//! (`Fs::unmount`).
+
+mod adapter;
+pub mod config;
+mod convert;
+
+pub use adapter::{AdapterConfig, F2fsFuse, Shared};
+pub use config::{MountConfig, OPTIONS_HELP};
+
+use f2fuse_engine::{Fs, OpenOptions};
+use fuser::{MountOption, Session, SessionACL, SessionUnmounter};
+use parking_lot::{Condvar, Mutex};
+use std::ffi::CString;
+use std::fs::File;
+use std::io;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+use std::os::unix::io::AsRawFd;
+use std::os::unix::thread::JoinHandleExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+static USE_SYSLOG: AtomicBool = AtomicBool::new(false);
+
+/// Sends later log lines to syslog instead of stderr (for a daemon whose
+/// stderr is /dev/null).
+pub fn log_to_syslog() {
+    static IDENT: &[u8] = b"f2fuse\0";
+    // SAFETY: IDENT is a static NUL-terminated string, as openlog requires.
+    unsafe { libc::openlog(IDENT.as_ptr().cast(), libc::LOG_PID, libc::LOG_DAEMON) };
+    USE_SYSLOG.store(true, Ordering::Relaxed);
+}
+
+/// Reports a problem the daemon cannot return to a caller.
+pub(crate) fn log(msg: &str) {
+    if USE_SYSLOG.load(Ordering::Relaxed) {
+        if let Ok(c) = CString::new(msg.replace('\0', " ")) {
+            // SAFETY: a constant format string taking one C string.
+            unsafe { libc::syslog(libc::LOG_ERR, c"%s".as_ptr(), c.as_ptr()) };
+        }
+    } else {
+        eprintln!("f2fuse: {msg}");
+    }
+}
+
+/// An exclusive lock on an image: while it is held no other f2fuse can
+/// mount the image. Block devices are also claimed with O_EXCL, which fails
+/// while the kernel has the device mounted.
+#[derive(Debug)]
+pub struct ImageLock {
+    _file: File,
+}
+
+/// Takes the [`ImageLock`] of `image` without waiting.
+pub fn lock_image(image: &Path) -> Result<ImageLock, String> {
+    let shown = image.display();
+    let meta = std::fs::metadata(image).map_err(|e| format!("{shown}: {e}"))?;
+    let mut opts = std::fs::OpenOptions::new();
+    opts.read(true);
+    if meta.file_type().is_block_device() {
+        opts.custom_flags(libc::O_EXCL);
+    }
+    let file = opts.open(image).map_err(|e| match e.raw_os_error() {
+        Some(libc::EBUSY) => format!("{shown}: the device is busy (mounted by the kernel?)"),
+        _ => format!("{shown}: {e}"),
+    })?;
+    // SAFETY: flock on a descriptor we own.
+    if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+        let e = io::Error::last_os_error();
+        return Err(if e.raw_os_error() == Some(libc::EWOULDBLOCK) {
+            format!(
+                "{shown}: the image is already mounted (another f2fuse process holds its lock); \
+                 unmount it first"
+            )
+        } else {
+            format!("{shown}: cannot lock the image: {e}")
+        });
+    }
+    Ok(ImageLock { _file: file })
+}
+
+fn fuser_config(image: &Path, cfg: &MountConfig) -> fuser::Config {
+    let mut options = vec![
+        MountOption::FSName(
+            cfg.fsname
+                .clone()
+                .unwrap_or_else(|| image.display().to_string()),
+        ),
+        // Shown as "fuse.f2fuse" in /proc/mounts.
+        MountOption::CUSTOM("subtype=f2fuse".to_string()),
+    ];
+    if cfg.read_only {
+        options.push(MountOption::RO);
+    }
+    if cfg.default_permissions {
+        options.push(MountOption::DefaultPermissions);
+    }
+    for flag in &cfg.kernel_flags {
+        options.push(match flag.as_str() {
+            "dev" => MountOption::Dev,
+            "nodev" => MountOption::NoDev,
+            "suid" => MountOption::Suid,
+            "nosuid" => MountOption::NoSuid,
+            "exec" => MountOption::Exec,
+            "noexec" => MountOption::NoExec,
+            "atime" => MountOption::Atime,
+            "noatime" => MountOption::NoAtime,
+            "sync" => MountOption::Sync,
+            "async" => MountOption::Async,
+            "dirsync" => MountOption::DirSync,
+            other => MountOption::CUSTOM(other.to_string()),
+        });
+    }
+    let mut config = fuser::Config::default();
+    config.mount_options = options;
+    config.acl = if cfg.allow_other {
+        SessionACL::All
+    } else {
+        SessionACL::Owner
+    };
+    config.n_threads = Some(cfg.threads.max(1));
+    config.clone_fd = true;
+    config
+}
+
+/// Periodic checkpoints and idle-time cleaning.
+struct Background {
+    stop: Arc<(Mutex<bool>, Condvar)>,
+    handle: JoinHandle<()>,
+}
+
+impl Background {
+    fn start(fs: Arc<Fs>, shared: Arc<Shared>, cfg: &MountConfig) -> io::Result<Background> {
+        let stop = Arc::new((Mutex::new(false), Condvar::new()));
+        let stop2 = stop.clone();
+        let cp_interval = cfg.checkpoint_interval;
+        let gc_interval = cfg.gc_interval;
+        let handle = std::thread::Builder::new()
+            .name("f2fuse-bg".into())
+            .spawn(move || background_loop(&fs, &shared, &stop2, cp_interval, gc_interval))?;
+        Ok(Background { stop, handle })
+    }
+
+    fn stop(self) {
+        *self.stop.0.lock() = true;
+        self.stop.1.notify_all();
+        let _ = self.handle.join();
+    }
+}
+
+/// Background cleaning rounds per idle period (each cleans one section).
+const GC_ROUNDS: usize = 16;
+
+fn background_loop(
+    fs: &Fs,
+    shared: &Shared,
+    stop: &(Mutex<bool>, Condvar),
+    cp_interval: Duration,
+    gc_interval: Duration,
+) {
+    let tick = cp_interval
+        .min(gc_interval)
+        .min(Duration::from_secs(1))
+        .max(Duration::from_millis(10));
+    // Idle means no request for this long.
+    let idle = gc_interval.min(Duration::from_secs(5));
+    let stopped = || *stop.0.lock();
+    let mut last_cp = Instant::now();
+    let mut cp_changes = shared.changes();
+    let mut last_gc = Instant::now();
+    loop {
+        {
+            let mut s = stop.0.lock();
+            if !*s {
+                stop.1.wait_for(&mut s, tick);
+            }
+            if *s {
+                return;
+            }
+        }
+        if last_cp.elapsed() >= cp_interval {
+            last_cp = Instant::now();
+            let changes = shared.changes();
+            if changes != cp_changes {
+                let result = {
+                    let _gate = shared.writing_quietly();
+                    fs.checkpoint()
+                };
+                match result {
+                    Ok(()) => cp_changes = changes,
+                    Err(e) => {
+                        log(&format!("periodic checkpoint: {e}"));
+                        if e.to_errno() == libc::EROFS {
+                            return;
+                        }
+                    }
+                }
+            }
+        }
+        if last_gc.elapsed() >= gc_interval {
+            last_gc = Instant::now();
+            for _ in 0..GC_ROUNDS {
+                if stopped() || shared.idle_for() < idle {
+                    break;
+                }
+                let result = {
+                    let _gate = shared.writing_quietly();
+                    fs.background_gc()
+                };
+                match result {
+                    Ok(true) => {}
+                    Ok(false) => break,
+                    Err(e) => {
+                        log(&format!("background cleaning: {e}"));
+                        if e.to_errno() == libc::EROFS {
+                            return;
+                        }
+                        break;
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn signal_set() -> libc::sigset_t {
+    // SAFETY: sigset_t is plain data initialised by sigemptyset.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+            libc::sigaddset(&mut set, sig);
+        }
+        set
+    }
+}
+
+/// Blocks SIGINT/SIGTERM/SIGHUP in this thread (and so in every thread it
+/// starts later); returns the previous mask.
+fn block_signals() -> libc::sigset_t {
+    let set = signal_set();
+    // SAFETY: valid sigset pointers.
+    unsafe {
+        let mut old: libc::sigset_t = std::mem::zeroed();
+        libc::pthread_sigmask(libc::SIG_BLOCK, &set, &mut old);
+        old
+    }
+}
+
+fn restore_signals(old: &libc::sigset_t) {
+    // SAFETY: valid sigset pointer.
+    unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, old, std::ptr::null_mut()) };
+}
+
+/// Detaches the mount even while files are open (the kernel ends the
+/// connection when the last one is closed).
+fn lazy_unmount(mountpoint: &Path) {
+    if let Ok(c) = CString::new(mountpoint.as_os_str().as_bytes()) {
+        // SAFETY: a valid C string.
+        if unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) } == 0 {
+            return;
+        }
+    }
+    for tool in ["fusermount3", "fusermount"] {
+        let status = Command::new(tool)
+            .args(["-u", "-z", "-q", "--"])
+            .arg(mountpoint)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status();
+        if status.map(|s| s.success()).unwrap_or(false) {
+            return;
+        }
+    }
+    log(&format!("cannot unmount {}", mountpoint.display()));
+}
+
+/// Ends the FUSE connection `conn` through fusectl, if it is mounted.
+fn abort_connection(conn: u64) -> bool {
+    std::fs::write(format!("/sys/fs/fuse/connections/{conn}/abort"), b"1").is_ok()
+}
+
+/// Waits for SIGINT/SIGTERM/SIGHUP (until `done`), then unmounts.
+fn signal_loop(
+    set: libc::sigset_t,
+    done: &AtomicBool,
+    mut unmounter: SessionUnmounter,
+    mountpoint: &Path,
+    conn: Option<u64>,
+) {
+    loop {
+        if done.load(Ordering::Relaxed) {
+            return;
+        }
+        let timeout = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 200_000_000,
+        };
+        // SAFETY: valid pointers; a null siginfo is allowed.
+        let sig = unsafe { libc::sigtimedwait(&set, std::ptr::null_mut(), &timeout) };
+        if done.load(Ordering::Relaxed) {
+            // The session is over (the wake-up signal from `serve`).
+            return;
+        }
+        if sig > 0 {
+            break;
+        }
+    }
+    if let Err(e) = unmounter.unmount() {
+        if e.raw_os_error() == Some(libc::EBUSY) {
+            log(&format!(
+                "{} is busy: detaching it; the image is closed when the last file is",
+                mountpoint.display()
+            ));
+        }
+        lazy_unmount(mountpoint);
+    }
+    // If files stay open, end the connection after a grace period (the
+    // engine is still unmounted cleanly; unflushed page cache is lost).
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !done.load(Ordering::Relaxed) {
+        if Instant::now() >= deadline {
+            if let Some(conn) = conn {
+                if abort_connection(conn) {
+                    log("aborted the FUSE connection after 10 s of open files");
+                }
+            }
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// The FUSE connection number (fusectl's directory name) of the mount at
+/// `mountpoint`, from /proc/self/mountinfo: a stat of the mount point would
+/// be a request to ourselves, which nobody answers before the session runs.
+fn connection_of(mountpoint: &Path) -> Option<u64> {
+    let info = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+    let wanted = mountpoint.as_os_str().as_bytes();
+    info.lines().rev().find_map(|line| {
+        let mut fields = line.split(' ');
+        let dev = fields.nth(2)?;
+        let point = unescape_mountinfo(fields.nth(1)?);
+        if point != wanted {
+            return None;
+        }
+        let (major, minor) = dev.split_once(':')?;
+        Some((major.parse::<u64>().ok()? << 20) | minor.parse::<u64>().ok()?)
+    })
+}
+
+/// Undoes mountinfo's octal escapes (`\040` for a space, ...).
+fn unescape_mountinfo(field: &str) -> Vec<u8> {
+    let b = field.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        let octal = |c: &u8| (b'0'..=b'7').contains(c);
+        if b[i] == b'\\' && i + 3 < b.len() && b[i + 1..i + 4].iter().all(octal) {
+            let v = b[i + 1..i + 4]
+                .iter()
+                .fold(0u16, |acc, c| acc * 8 + (c - b'0') as u16);
+            out.push(v as u8);
+            i += 4;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    out
+}
+
+/// Mounts `image` on `mountpoint` and serves it until it is unmounted
+/// (fusermount3 -u, umount) or a SIGINT/SIGTERM/SIGHUP arrives; then
+/// unmounts the engine cleanly. `ready` runs once the mount is usable.
+pub fn serve(
+    image: &Path,
+    mountpoint: &Path,
+    cfg: &MountConfig,
+    ready: impl FnOnce(),
+) -> Result<(), String> {
+    let old_mask = block_signals();
+    let result = serve_blocked(image, mountpoint, cfg, ready);
+    restore_signals(&old_mask);
+    result
+}
+
+fn serve_blocked(
+    image: &Path,
+    mountpoint: &Path,
+    cfg: &MountConfig,
+    ready: impl FnOnce(),
+) -> Result<(), String> {
+    let meta =
+        std::fs::metadata(mountpoint).map_err(|e| format!("{}: {e}", mountpoint.display()))?;
+    if !meta.is_dir() {
+        return Err(format!("{}: not a directory", mountpoint.display()));
+    }
+    let _lock = lock_image(image)?;
+    let fs = Fs::open_path(
+        image,
+        OpenOptions {
+            writable: !cfg.read_only,
+            direct: false,
+        },
+    )
+    .map_err(|e| format!("{}: {e}", image.display()))?;
+    let fs = Arc::new(fs);
+    let shared = Arc::new(Shared::default());
+    let adapter = F2fsFuse::new(
+        fs.clone(),
+        AdapterConfig {
+            ttl: cfg.ttl,
+            writeback_cache: cfg.writeback_cache && !cfg.read_only,
+        },
+        shared.clone(),
+    );
+    let mut session = Session::new(adapter, mountpoint, &fuser_config(image, cfg))
+        .map_err(|e| format!("mounting on {}: {e}", mountpoint.display()))?;
+    let mountpoint: PathBuf = mountpoint.to_path_buf();
+    let conn = connection_of(&mountpoint);
+    let unmounter = session.unmount_callable();
+    let done = Arc::new(AtomicBool::new(false));
+    let signals = {
+        let done = done.clone();
+        let mountpoint = mountpoint.clone();
+        let set = signal_set();
+        std::thread::Builder::new()
+            .name("f2fuse-signals".into())
+            .spawn(move || signal_loop(set, &done, unmounter, &mountpoint, conn))
+            .map_err(|e| format!("starting the signal thread: {e}"))?
+    };
+    let background = if fs.is_writable() {
+        Some(
+            Background::start(fs.clone(), shared, cfg)
+                .map_err(|e| format!("starting the background thread: {e}"))?,
+        )
+    } else {
+        None
+    };
+    ready();
+    let served = session.run();
+    done.store(true, Ordering::Relaxed);
+    // Wake the signal thread now rather than at its next timeout.
+    // SAFETY: the thread is alive until joined; SIGHUP is blocked in every
+    // thread, so it only ends its sigtimedwait.
+    unsafe { libc::pthread_kill(signals.as_pthread_t(), libc::SIGHUP) };
+    let _ = signals.join();
+    if let Some(bg) = background {
+        bg.stop();
+    }
+    let fs = Arc::try_unwrap(fs).map_err(|_| {
+        "internal error: the file system is still in use after the session".to_string()
+    })?;
+    let unmounted = fs
+        .unmount()
+        .map_err(|e| format!("{}: unmounting: {e}", image.display()));
+    if let Err(e) = &served {
+        log(&format!("FUSE session ended with an error: {e}"));
+    }
+    unmounted
+}
