@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Quick start: build f2fuse, format an image, fill it, and read everything back.
+# Quick start: build f2fuse, make an F2FS image from a folder, mount it with
+# FUSE, use it, unmount, check it with fsck.f2fs and extract it again.
 # Usage: scripts/demo.sh [WORKDIR]   (default: a fresh temporary directory)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -11,29 +12,34 @@ echo "== building (release)"
 cargo build --release --quiet
 f2fuse="$PWD/target/release/f2fuse"
 
-echo "== f2fuse mkfs $work/demo.img --size 256M -O extra_attr,inode_checksum,lost_found"
-"$f2fuse" mkfs "$work/demo.img" --size 256M -O extra_attr,inode_checksum,lost_found
-
-if command -v sload.f2fs >/dev/null 2>&1; then
-    # Until the writer lands, f2fs-tools' sload fills the image; f2fuse reads it.
-    echo "== sload.f2fs: copying this repository's sources into the image"
-    sload.f2fs -P -f "$PWD/crates" "$work/demo.img" >/dev/null
-else
-    echo "(sload.f2fs not installed: the image stays empty; apt-get install f2fs-tools to fill it)"
-fi
-
-echo "== f2fuse info"
-"$f2fuse" info "$work/demo.img"
+echo "== f2fuse build crates/ $work/demo.img -O extra_attr,inode_checksum,lost_found"
+"$f2fuse" build --quiet "$PWD/crates" "$work/demo.img" -O extra_attr,inode_checksum,lost_found
+"$f2fuse" info "$work/demo.img" | sed -n '1,5p;/^Checkpoint/,/valid nodes/p'
 echo "== f2fuse ls -l / and /engine/src"
 "$f2fuse" ls -l "$work/demo.img" /
-"$f2fuse" ls -l "$work/demo.img" /engine/src 2>/dev/null || true
-echo "== f2fuse extract, then compare with the source"
-"$f2fuse" extract --quiet "$work/demo.img" "$work/out"
-if command -v sload.f2fs >/dev/null 2>&1; then
-    diff -r -x lost+found "$PWD/crates" "$work/out" && echo "extracted tree is identical to the source"
+"$f2fuse" ls -l "$work/demo.img" /engine/src | head -5
+
+mnt="$work/mnt"
+mkdir -p "$mnt"
+if [ -e /dev/fuse ] && "$f2fuse" mount "$work/demo.img" "$mnt" 2>"$work/mount.err"; then
+    echo "== mounted at $mnt"
+    df -h "$mnt" | tail -1
+    echo "hello from a FUSE mount" > "$mnt/hello.txt"
+    cp -r "$PWD/docs" "$mnt/docs"
+    ls -la "$mnt" | head -8
+    fusermount3 -u "$mnt" 2>/dev/null || umount "$mnt"
+    # The daemon writes its final checkpoint after umount returns: wait for it.
+    while fuser -s "$work/demo.img" 2>/dev/null; do sleep 0.1; done
+    echo "== after unmount: $("$f2fuse" cat "$work/demo.img" /hello.txt)"
+else
+    echo "(FUSE not available here: $(cat "$work/mount.err" 2>/dev/null); skipping the mount part)"
 fi
+
 if command -v fsck.f2fs >/dev/null 2>&1; then
-    echo "== fsck.f2fs (dry run)"
+    echo "== fsck.f2fs --dry-run"
     echo n | fsck.f2fs --dry-run "$work/demo.img" | grep -E '^\[FSCK\]' || true
 fi
+echo "== f2fuse extract, then compare with the source"
+"$f2fuse" extract --quiet "$work/demo.img" "$work/out"
+diff -r "$PWD/crates" "$work/out" -x lost+found -x hello.txt -x docs && echo "extracted tree is identical to the source"
 echo "demo files are in $work"

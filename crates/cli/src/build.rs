@@ -142,7 +142,7 @@ pub fn run(args: &BuildArgs) -> Result<(), String> {
         skip = fs::metadata(&args.image).ok().map(|m| id_of(&m));
     }
 
-    let fs = rw::open_rw(&args.image)?;
+    let (_lock, fs) = rw::open_rw(&args.image)?;
     let free = fs.statfs().blocks_free * 4096;
     // Checked for fresh images only (adding to an image may replace files).
     if format && totals.need_bytes > free {

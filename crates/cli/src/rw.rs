@@ -18,7 +18,7 @@ pub fn with_image<R>(
     image: &Path,
     work: impl FnOnce(&Fs) -> Result<R, String>,
 ) -> Result<R, String> {
-    let fs = open_rw(image)?;
+    let (_lock, fs) = open_rw(image)?;
     let result = work(&fs);
     let unmounted = fs
         .unmount()
@@ -29,15 +29,19 @@ pub fn with_image<R>(
     }
 }
 
-pub fn open_rw(image: &Path) -> Result<Fs, String> {
-    Fs::open_path(
+/// Opens an image for writing, holding the same lock a mount holds, so an
+/// offline command never writes to a mounted image.
+pub fn open_rw(image: &Path) -> Result<(f2fuse_fuse::ImageLock, Fs), String> {
+    let lock = f2fuse_fuse::lock_image(image)?;
+    let fs = Fs::open_path(
         image,
         OpenOptions {
             writable: true,
             ..Default::default()
         },
     )
-    .map_err(|e| format!("{}: {}", image.display(), describe(&e)))
+    .map_err(|e| format!("{}: {}", image.display(), describe(&e)))?;
+    Ok((lock, fs))
 }
 
 /// The POSIX error number of an engine error, if it is one.

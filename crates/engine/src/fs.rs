@@ -6,7 +6,8 @@
 //! → `space` (segment manager) / NAT / node cache (leaf locks, held briefly,
 //! never across device I/O of file data).
 
-use crate::checkpoint::{load_checkpoint, write_checkpoint, CheckpointRequest, CheckpointState};
+use crate::checkpoint::{load_checkpoint, CheckpointState};
+use crate::commit::{write_checkpoint, CheckpointRequest};
 use crate::data;
 use crate::device::{BlockDevice, Device, FileDevice, FileDeviceOptions};
 use crate::dir::{self, DirEntryInfo};
@@ -283,7 +284,15 @@ impl Fs {
         Ok(sit)
     }
 
+    /// Readers of a writable file system share the operation lock, so they
+    /// never see a checkpoint or a cleaning pass half done. Recursive: the
+    /// facade's writers call its readers while holding the lock shared.
+    fn read_guard(&self) -> Option<RwLockReadGuard<'_, ()>> {
+        self.writer.as_ref().map(|w| w.op_lock.read_recursive())
+    }
+
     pub fn inode(&self, ino: u32) -> Result<InodeInfo> {
+        let _read = self.read_guard();
         read_inode(&self.nm, &self.check, ino)
     }
 
@@ -297,6 +306,7 @@ impl Fs {
 
     /// Looks `name` up in directory `dir_ino`.
     pub fn lookup(&self, dir_ino: u32, name: &[u8]) -> Result<DirEntryInfo> {
+        let _read = self.read_guard();
         if name.len() > F2FS_NAME_LEN {
             return Err(Error::errno(
                 libc::ENAMETOOLONG,
@@ -324,12 +334,14 @@ impl Fs {
     }
 
     pub fn read_dir(&self, dir_ino: u32) -> Result<Vec<DirEntryInfo>> {
+        let _read = self.read_guard();
         let dir = self.dir_inode(dir_ino)?;
         dir::read_dir(&self.dev, &self.nm, &dir)
     }
 
     /// Reads file bytes at `offset`; returns how many were read (0 at EOF).
     pub fn read(&self, inode: &InodeInfo, offset: u64, buf: &mut [u8]) -> Result<usize> {
+        let _read = self.read_guard();
         if inode.kind == FileKind::Directory {
             return Err(Error::errno(libc::EISDIR, format!("inode {}", inode.ino)));
         }
@@ -345,6 +357,7 @@ impl Fs {
     }
 
     pub fn read_link(&self, inode: &InodeInfo) -> Result<Vec<u8>> {
+        let _read = self.read_guard();
         if inode.kind != FileKind::Symlink {
             return Err(Error::errno(
                 libc::EINVAL,
@@ -359,6 +372,7 @@ impl Fs {
 
     /// User-visible xattrs as (full name, value), in stored order.
     pub fn xattrs(&self, inode: &InodeInfo) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        let _read = self.read_guard();
         read_xattrs(&self.nm, inode)?
             .into_iter()
             .filter(|e| is_visible(e.index))
@@ -384,6 +398,7 @@ impl Fs {
 
     /// Physical extents: (file block, block address, length).
     pub fn extents(&self, inode: &InodeInfo) -> Result<Vec<(u64, u32, u64)>> {
+        let _read = self.read_guard();
         data::extents(&self.nm, inode)
     }
 

@@ -6,6 +6,7 @@
 //! beside `fs` using only the device and the layout crate.
 
 pub mod checkpoint;
+pub mod commit;
 pub mod data;
 pub mod device;
 pub mod dir;

@@ -301,7 +301,7 @@ fn power_cut_sweep() {
         return;
     }
     for seed in [1u64, 2, 3] {
-        check_cuts(seed * 0x9E37_79B9_7F4A_7C15, 800, 160);
+        check_cuts(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15), 800, 160);
     }
 }
 

@@ -1,0 +1,195 @@
+//! Writing a checkpoint (the kernel's do_checkpoint): the commit point of
+//! every change. Loading a checkpoint lives in `checkpoint`, below the
+//! segment and node managers this module drives.
+
+use crate::checkpoint::CheckpointState;
+use crate::device::Device;
+use crate::error::Result;
+use crate::segment::{SegmentManager, SitFlush};
+use f2fuse_layout::checkpoint::{
+    compacted_blocks_needed, encode_compacted_summaries, seal_checkpoint_block, DataSummaries, LFS,
+    SSR,
+};
+use f2fuse_layout::checkpoint::{Checkpoint, OrphanBlock};
+use f2fuse_layout::segment::{NatJournal, SummaryBlock};
+use f2fuse_layout::segment::{SUM_TYPE_DATA, SUM_TYPE_NODE};
+use f2fuse_layout::superblock::SuperBlock;
+use f2fuse_layout::*;
+use std::collections::BTreeMap;
+use zerocopy::{FromZeros, IntoBytes};
+
+/// Everything a new checkpoint records besides the segment manager.
+pub struct CheckpointRequest<'a> {
+    pub umount: bool,
+    pub orphans: &'a [u32],
+    pub nat_journal: &'a BTreeMap<u32, f2fuse_layout::segment::NatEntry>,
+    pub nat_bits: &'a [u8],
+    pub sit: SitFlush,
+    pub next_free_nid: u32,
+}
+
+/// Writes a checkpoint pack into the slot not in use and makes it current.
+/// Order: everything it refers to is already on disk; flush; the pack
+/// without its trailing header copy; flush; the trailing copy; flush. A
+/// crash before the trailer is durable leaves the previous pack in force.
+pub fn write_checkpoint(
+    dev: &Device,
+    sb: &SuperBlock,
+    cur: &mut CheckpointState,
+    sm: &SegmentManager,
+    req: CheckpointRequest,
+) -> Result<()> {
+    let payload = sb.cp_payload.get() as usize;
+    let data_logs = [
+        CursegType::HotData,
+        CursegType::WarmData,
+        CursegType::ColdData,
+    ];
+    let counts = data_logs.map(|log| {
+        let cs = &sm.cursegs[log as usize];
+        if cs.alloc_type == SSR {
+            ENTRIES_IN_SUM
+        } else {
+            cs.next_blkoff as usize
+        }
+    });
+    let mut nat_journal = NatJournal::empty();
+    nat_journal.n_nats.set(req.nat_journal.len() as u16);
+    for (slot, (nid, entry)) in req.nat_journal.iter().enumerate() {
+        nat_journal.entries[slot].nid.set(*nid);
+        nat_journal.entries[slot].ne = *entry;
+    }
+    let compact = compacted_blocks_needed(counts) < 3;
+    let data_sum_bytes = if compact {
+        encode_compacted_summaries(&DataSummaries {
+            nat_journal,
+            sit_journal: req.sit.journal,
+            entries: data_logs
+                .map(|log| sm.cursegs[log as usize].sums[..counts[log as usize]].to_vec()),
+        })
+    } else {
+        let mut out = Vec::new();
+        for log in data_logs {
+            let mut block = SummaryBlock::new_zeroed();
+            block
+                .entries
+                .copy_from_slice(&sm.cursegs[log as usize].sums);
+            match log {
+                CursegType::HotData => block.set_journal(nat_journal.as_bytes()),
+                CursegType::ColdData => block.set_journal(req.sit.journal.as_bytes()),
+                _ => {}
+            }
+            block.footer.entry_type = SUM_TYPE_DATA;
+            out.extend_from_slice(block.as_bytes());
+        }
+        out
+    };
+    let orphan_blocks: Vec<Vec<u8>> = {
+        let chunks: Vec<&[u32]> = req.orphans.chunks(F2FS_ORPHANS_PER_BLOCK).collect();
+        chunks
+            .iter()
+            .enumerate()
+            .map(|(i, chunk)| {
+                let mut ob = OrphanBlock::new_zeroed();
+                for (slot, ino) in chunk.iter().enumerate() {
+                    ob.ino[slot].set(*ino);
+                }
+                ob.blk_addr.set(i as u16 + 1);
+                ob.blk_count.set(chunks.len() as u16);
+                ob.entry_count.set(chunk.len() as u32);
+                ob.as_bytes().to_vec()
+            })
+            .collect()
+    };
+    let data_blocks = data_sum_bytes.len() / F2FS_BLKSIZE;
+    let node_blocks = if req.umount { 3 } else { 0 };
+    let start_sum = 1 + payload + orphan_blocks.len();
+    let total = start_sum + data_blocks + node_blocks + 1;
+    if total + 1 > BLOCKS_PER_SEG as usize {
+        return Err(crate::error::Error::errno(
+            libc::ENOSPC,
+            "too many orphan inodes for one checkpoint pack",
+        ));
+    }
+
+    // The header (and payload blocks holding the SIT bitmap on large file systems).
+    let mut raw = vec![0u8; (1 + payload) * F2FS_BLKSIZE];
+    {
+        let mut cp = cur.cp.clone();
+        cp.checkpoint_ver.set(cur.version().wrapping_add(1));
+        cp.valid_block_count.set(sm.valid_blocks);
+        cp.valid_node_count.set(sm.valid_nodes);
+        cp.valid_inode_count.set(sm.valid_inodes);
+        cp.free_segment_count
+            .set(sm.free_segments_after_checkpoint());
+        for log in CursegType::ALL {
+            let cs = &sm.cursegs[log as usize];
+            cp.set_curseg(log, cs.segno, cs.next_blkoff);
+            cp.alloc_type[log as usize] = if cs.alloc_type == SSR { SSR } else { LFS };
+        }
+        let mut flags = cp_flag::CRC_RECOVERY;
+        if req.umount {
+            flags |= cp_flag::UMOUNT;
+        }
+        if compact {
+            flags |= cp_flag::COMPACT_SUM;
+        }
+        if !req.orphans.is_empty() {
+            flags |= cp_flag::ORPHAN_PRESENT;
+        }
+        cp.ckpt_flags.set(flags);
+        cp.cp_pack_total_block_count.set(total as u32);
+        cp.cp_pack_start_sum.set(start_sum as u32);
+        cp.next_free_nid.set(req.next_free_nid);
+        cp.checksum_offset.set(CP_CHKSUM_OFFSET as u32);
+        cp.elapsed_time.set(sm.elapsed_now());
+        raw[..CP_BITMAP_OFFSET].copy_from_slice(cp.as_bytes());
+        let (sit_off, nat_off) = cp.bitmap_offsets(payload as u32);
+        raw[sit_off..sit_off + req.sit.bits.len()].copy_from_slice(&req.sit.bits);
+        raw[nat_off..nat_off + req.nat_bits.len()].copy_from_slice(req.nat_bits);
+    }
+    seal_checkpoint_block(&mut raw[..F2FS_BLKSIZE]);
+    let header = raw[..F2FS_BLKSIZE].to_vec();
+
+    let mut pack = raw.clone();
+    for ob in &orphan_blocks {
+        pack.extend_from_slice(ob);
+    }
+    pack.extend_from_slice(&data_sum_bytes);
+    if req.umount {
+        for log in [
+            CursegType::HotNode,
+            CursegType::WarmNode,
+            CursegType::ColdNode,
+        ] {
+            let mut block = SummaryBlock::new_zeroed();
+            block
+                .entries
+                .copy_from_slice(&sm.cursegs[log as usize].sums);
+            block.footer.entry_type = SUM_TYPE_NODE;
+            pack.extend_from_slice(block.as_bytes());
+        }
+    }
+    debug_assert_eq!(pack.len(), (total - 1) * F2FS_BLKSIZE);
+    let next_pack = 1 - cur.pack;
+    let start = sb.cp_blkaddr.get() as u64 + ((next_pack as u64) << F2FS_LOG_BLOCKS_PER_SEG);
+    dev.flush()?;
+    dev.write_blocks(start, &pack)?;
+    dev.flush()?;
+    dev.write_blocks(start + total as u64 - 1, &header)?;
+    dev.flush()?;
+
+    // The new pack is in force.
+    cur.cp = Checkpoint::from_block(&header);
+    cur.raw = raw;
+    cur.pack = next_pack;
+    cur.sit_bitmap = req.sit.bits;
+    cur.nat_bitmap = req.nat_bits.to_vec();
+    cur.orphans = req.orphans.to_vec();
+    cur.nat_journal = nat_journal;
+    cur.sit_journal = req.sit.journal;
+    for log in CursegType::ALL {
+        cur.cur_summaries[log as usize] = Some(sm.cursegs[log as usize].sums.clone());
+    }
+    Ok(())
+}
