@@ -187,3 +187,68 @@ fn namespace_changes_stay_consistent() {
     );
     assert_eq!(fs.resolve("/b").unwrap().links, 3);
 }
+
+#[test]
+fn size_limits_and_name_limits_have_their_errno() {
+    if !require_f2fs_tools() {
+        return;
+    }
+    let scratch = Scratch::new("write-limits");
+    let img = fresh(&scratch, "", 64 << 20);
+    let fs = rw(&img);
+    let f = fs.create(ROOT, b"f", 0o644, 0, 0).unwrap();
+    // addrs in the inode + 2*1018 + 2*1018^2 + 1018^3 blocks of 4 KiB is the largest file
+    // (a new file keeps a 50-word inline xattr area, so 873 addresses in the inode).
+    let addrs = fs.inode(f.ino).unwrap().addrs_per_inode() as u64;
+    assert_eq!(addrs, 873);
+    let max = (addrs + 2 * 1018 + 2 * 1018 * 1018 + 1018 * 1018 * 1018) * 4096;
+    let err = fs
+        .write(f.ino, max, b"x")
+        .err()
+        .expect("past the largest file");
+    assert_eq!(err.to_errno(), libc::EFBIG, "{err}");
+    let err = fs
+        .setattr(
+            f.ino,
+            &SetAttr {
+                size: Some(max + 1),
+                ..Default::default()
+            },
+        )
+        .err()
+        .expect("too large");
+    assert_eq!(err.to_errno(), libc::EFBIG, "{err}");
+    // The last byte of the largest file is writable: a double-indirect path, sparse.
+    fs.write(f.ino, max - 1, b"z").unwrap();
+    assert_eq!(fs.inode(f.ino).unwrap().size, max);
+    let long = vec![b'n'; 256];
+    assert_eq!(
+        fs.create(ROOT, &long, 0o644, 0, 0)
+            .err()
+            .unwrap()
+            .to_errno(),
+        libc::ENAMETOOLONG
+    );
+    assert_eq!(
+        fs.lookup(ROOT, &long).err().unwrap().to_errno(),
+        libc::ENAMETOOLONG
+    );
+    let ok = vec![b'n'; 255];
+    fs.create(ROOT, &ok, 0o644, 0, 0).unwrap();
+    assert_eq!(
+        fs.create(ROOT, &ok, 0o644, 0, 0).err().unwrap().to_errno(),
+        libc::EEXIST
+    );
+    fs.unmount().unwrap();
+    assert_fsck(&img, "size and name limits");
+    let fs = ro(&img);
+    let inode = fs.resolve("/f").unwrap();
+    let mut last = [0u8; 1];
+    fs.read(&inode, max - 1, &mut last).unwrap();
+    assert_eq!(&last, b"z");
+    assert_ne!(
+        inode.inode().i_nid[4].get(),
+        0,
+        "the double-indirect node is in use"
+    );
+}

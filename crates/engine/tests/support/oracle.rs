@@ -55,7 +55,8 @@ pub fn image_paths_and_inos(img: &Path) -> BTreeMap<String, u32> {
     let mut map = BTreeMap::from([(String::new(), ROOT_INO)]);
     let mut stack: Vec<String> = Vec::new(); // keys of the ancestors
     for line in out.split(|&b| b == b'\n') {
-        let Some(dash) = find(line, b"|-- ") else {
+        // Every child line is "|-- name", the last child of a directory "`-- name".
+        let Some(dash) = find(line, b"|-- ").or_else(|| find(line, b"`-- ")) else {
             continue;
         };
         let Some(ino_at) = rfind(line, b" <ino = 0x") else {
