@@ -3,6 +3,7 @@
 mod build;
 mod edit;
 mod extract;
+mod fsck;
 mod inspect;
 mod mkfs;
 mod mount;
@@ -31,6 +32,9 @@ enum Command {
     Mkfs(mkfs::MkfsArgs),
     /// Show the superblock, checkpoint and segment usage of IMAGE.
     Info { image: PathBuf },
+    /// Check IMAGE's consistency (report only). Exit 0 clean, 4 errors, 8 I/O error,
+    /// 255 not an image that can be opened: the codes of fsck.f2fs.
+    Fsck { image: PathBuf },
     /// List a directory (or show one entry) inside IMAGE.
     Ls {
         /// Long listing: mode, links, owner, size, time.
@@ -81,7 +85,11 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if let Command::Fsck { image } = &cli.command {
+        return fsck::run(image);
+    }
     let result = match cli.command {
+        Command::Fsck { .. } => unreachable!("handled above"),
         Command::Mkfs(args) => mkfs::run(&args),
         Command::Info { image } => inspect::info(&image),
         Command::Ls {

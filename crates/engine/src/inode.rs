@@ -402,3 +402,16 @@ fn random_generation() -> u32 {
         now().nsec
     }
 }
+
+impl std::fmt::Debug for InodeInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("InodeInfo")
+            .field("ino", &self.ino)
+            .field("kind", &self.kind)
+            .field("mode", &format_args!("{:#o}", self.mode))
+            .field("links", &self.links)
+            .field("size", &self.size)
+            .field("blocks", &self.blocks)
+            .finish_non_exhaustive()
+    }
+}

@@ -12,6 +12,7 @@ pub mod device;
 pub mod dir;
 pub mod error;
 pub mod fs;
+pub mod fsck;
 pub mod gc;
 pub mod inline;
 pub mod inode;

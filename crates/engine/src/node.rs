@@ -176,6 +176,27 @@ impl NodeManager {
         nat.dirty.insert(nid);
     }
 
+    /// Every nid whose current NAT entry is in use, with its block address.
+    pub fn used_nids(&self) -> Result<Vec<(u32, u32)>> {
+        let mut out = Vec::new();
+        for index in 0..self.nat_blocks_per_copy {
+            let block = self.nat_block(index)?;
+            let nat = self.nat.read();
+            for (slot, on_disk) in block.iter().enumerate() {
+                let nid = index * NAT_ENTRY_PER_BLOCK + slot as u32;
+                let entry = nat
+                    .changed
+                    .get(&nid)
+                    .or_else(|| nat.journal.get(&nid))
+                    .unwrap_or(on_disk);
+                if entry.block_addr.get() != NULL_ADDR && nid < self.max_nid {
+                    out.push((nid, entry.block_addr.get()));
+                }
+            }
+        }
+        Ok(out)
+    }
+
     /// Reads node `nid`, checking the NAT entry and the footer against `expect`.
     pub fn read_node(&self, nid: u32, expect: NodeExpect) -> Result<Block> {
         let ne = self.nat_entry(nid)?;

@@ -331,10 +331,7 @@ fn eio_turns_read_only_and_keeps_the_image_consistent() {
                 if let Err(e) = result {
                     failed = true;
                     // Once failed, nothing more may be written.
-                    let again = fs
-                        .create(ROOT, b"after", 0o644, 0, 0)
-                        .err()
-                        .expect("must fail");
+                    let again = fs.create(ROOT, b"after", 0o644, 0, 0).unwrap_err();
                     assert_eq!(again.to_errno(), libc::EROFS, "after {e}: {again}");
                     break;
                 }

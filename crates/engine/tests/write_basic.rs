@@ -202,10 +202,7 @@ fn size_limits_and_name_limits_have_their_errno() {
     let addrs = fs.inode(f.ino).unwrap().addrs_per_inode() as u64;
     assert_eq!(addrs, 873);
     let max = (addrs + 2 * 1018 + 2 * 1018 * 1018 + 1018 * 1018 * 1018) * 4096;
-    let err = fs
-        .write(f.ino, max, b"x")
-        .err()
-        .expect("past the largest file");
+    let err = fs.write(f.ino, max, b"x").unwrap_err();
     assert_eq!(err.to_errno(), libc::EFBIG, "{err}");
     let err = fs
         .setattr(
@@ -215,8 +212,7 @@ fn size_limits_and_name_limits_have_their_errno() {
                 ..Default::default()
             },
         )
-        .err()
-        .expect("too large");
+        .unwrap_err();
     assert_eq!(err.to_errno(), libc::EFBIG, "{err}");
     // The last byte of the largest file is writable: a double-indirect path, sparse.
     fs.write(f.ino, max - 1, b"z").unwrap();

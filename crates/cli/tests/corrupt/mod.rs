@@ -516,6 +516,19 @@ pub fn check_fsck(img: &Path, expect: Fsck, what: &str) {
         ),
         Fsck::Ignores(why) => eprintln!("{what}: fsck.f2fs not asserted: {why}"),
     }
+    // Our own checker must agree wherever fsck.f2fs finds the damage.
+    if !matches!(expect, Fsck::Ignores(_)) {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_f2fuse"));
+        cmd.arg("fsck").arg(img);
+        let ours = run_limited(cmd, b"");
+        assert!(
+            ours.code != Some(0) && ours.code.is_some(),
+            "{what}: f2fuse fsck accepted an image fsck.f2fs rejects (exit {:?}):\n{}{}",
+            ours.code,
+            ours.stdout,
+            ours.stderr
+        );
+    }
 }
 
 /// Asserts `result` is `Error::Corrupt` of `structure` whose text contains

@@ -159,12 +159,30 @@ pub fn fsck_f2fs(img: &Path) -> Result<(), String> {
         .lines()
         .any(|l| l.contains("[Fail]") || l.contains("[FAIL]"));
     if out.status.success() && !failed_lines {
-        Ok(())
+        our_fsck(img)
     } else {
         Err(format!(
             "fsck.f2fs --dry-run {} => {}\n{t}",
             img.display(),
             out.status
+        ))
+    }
+}
+
+/// Our own checker (`f2fuse_engine::fsck`) on the same image: it must agree
+/// with fsck.f2fs that the image is clean.
+pub fn our_fsck(img: &Path) -> Result<(), String> {
+    let fs = f2fuse_engine::Fs::open_path(img, f2fuse_engine::OpenOptions::default())
+        .map_err(|e| format!("f2fuse fsck cannot open {}: {e}", img.display()))?;
+    let report = f2fuse_engine::fsck::check(&fs)
+        .map_err(|e| format!("f2fuse fsck {}: {e}", img.display()))?;
+    if report.is_clean() {
+        Ok(())
+    } else {
+        Err(format!(
+            "f2fuse fsck {} (fsck.f2fs is clean):\n{}",
+            img.display(),
+            report.problems.join("\n")
         ))
     }
 }
