@@ -248,3 +248,31 @@ fn size_limits_and_name_limits_have_their_errno() {
         "the double-indirect node is in use"
     );
 }
+
+#[test]
+fn link_count_limit_gives_emlink() {
+    if !require_f2fs_tools() {
+        return;
+    }
+    let scratch = Scratch::new("write-emlink");
+    let img = fresh(&scratch, "", 64 << 20);
+    let addr = {
+        let fs = rw(&img);
+        let f = fs.create(ROOT, b"f", 0o644, 0, 0).unwrap();
+        let addr_of = |fs: &Fs| fs.node_manager().nat_entry(f.ino).unwrap().block_addr.get();
+        fs.checkpoint().unwrap();
+        let addr = addr_of(&fs);
+        fs.unmount().unwrap();
+        addr
+    };
+    // i_links is a u32: put the file at the limit by editing its inode block (offset 0x0C).
+    let mut bytes = std::fs::read(&img).unwrap();
+    let at = addr as usize * 4096 + 0x0C;
+    bytes[at..at + 4].copy_from_slice(&u32::MAX.to_le_bytes());
+    std::fs::write(&img, &bytes).unwrap();
+    let fs = rw(&img);
+    let f = fs.resolve("/f").unwrap();
+    assert_eq!(f.links, u32::MAX);
+    let err = fs.link(f.ino, ROOT, b"one-more").unwrap_err();
+    assert_eq!(err.to_errno(), libc::EMLINK, "{err}");
+}
