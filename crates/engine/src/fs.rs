@@ -350,6 +350,11 @@ impl Fs {
 
     /// Reads the current contents of file `ino` (consistent with concurrent writers).
     pub fn read_ino(&self, ino: u32, offset: u64, buf: &mut [u8]) -> Result<usize> {
+        // The operation lock before the inode lock (the locking order): the
+        // other way round, a writer holding `op_lock` shared and waiting for
+        // this inode's lock, plus a checkpoint or cleaning waiting for
+        // `op_lock` exclusively, deadlock with this reader.
+        let _read = self.read_guard();
         let lock = self.writer.as_ref().map(|_| self.inode_lock(ino));
         let _guard = lock.as_ref().map(|l| l.read());
         let inode = self.inode(ino)?;
@@ -896,10 +901,15 @@ impl Fs {
         uid: u32,
         gid: u32,
     ) -> Result<InodeInfo> {
+        // As mknod(2): no type bits make a regular file; a directory is EPERM.
+        let mode = if mode & mode::S_IFMT == 0 {
+            mode | mode::S_IFREG
+        } else {
+            mode
+        };
         match FileKind::from_mode(mode) {
-            Some(FileKind::Directory) | Some(FileKind::Symlink) | None => {
-                Err(Error::errno(libc::EINVAL, "mknod of that type"))
-            }
+            Some(FileKind::Directory) => Err(Error::errno(libc::EPERM, "mknod of a directory")),
+            Some(FileKind::Symlink) | None => Err(Error::errno(libc::EINVAL, "mknod of that type")),
             Some(_) => self.new_entry(
                 NewInode {
                     parent,
