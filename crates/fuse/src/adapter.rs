@@ -20,7 +20,7 @@ use fuser::{
     ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyLseek, ReplyOpen, ReplyStatfs,
     ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
 };
-use parking_lot::{Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use parking_lot::{Mutex, RwLock};
 use std::collections::HashMap;
 use std::ffi::OsStr;
 use std::io;
@@ -44,9 +44,6 @@ pub struct Shared {
     last_request: AtomicU64,
     /// Bumped by every request that may have changed the file system.
     changes: AtomicU64,
-    /// Engine workaround (see `reading`): calls that may write a checkpoint
-    /// or clean take it exclusively, calls that only read take it shared.
-    gate: RwLock<()>,
 }
 
 impl Default for Shared {
@@ -55,43 +52,27 @@ impl Default for Shared {
             start: Instant::now(),
             last_request: AtomicU64::new(0),
             changes: AtomicU64::new(0),
-            gate: RwLock::new(()),
         }
     }
 }
 
 impl Shared {
-    fn request(&self) {
+    /// Notes a request (for the idle detection of background cleaning).
+    ///
+    /// There is no gate between requests any more: the engine's facade
+    /// readers share its operation lock (checkpoints and cleaning hold it
+    /// exclusively) and its mutating calls serialize what they must, so
+    /// every request goes straight into `Fs`.
+    pub fn request(&self) {
         let now = self.start.elapsed().as_nanos() as u64;
         self.last_request.store(now, Ordering::Relaxed);
     }
 
-    /// Admits an engine call that only reads.
-    ///
-    /// The engine's readers (`Fs::inode`, `lookup`, `read_dir`, `read_ino`,
-    /// ...) do not take its operation lock, and a checkpoint or a cleaning
-    /// round (which any mutating call may start) moves dirty nodes out of
-    /// the node cache before their new addresses and blocks are in place: a
-    /// reader running meanwhile gets EUCLEAN ("NAT block_addr 0xffffffff",
-    /// "footer names nid 0") or, worse, the previous version of a node. Until
-    /// the engine's readers take its lock, the adapter keeps them apart.
-    pub fn reading(&self) -> RwLockReadGuard<'_, ()> {
-        self.request();
-        self.gate.read()
-    }
-
-    /// Admits an engine call that may change the file system (and so may
-    /// checkpoint or clean): alone, see [`Shared::reading`].
-    pub fn writing(&self) -> RwLockWriteGuard<'_, ()> {
+    /// Notes a request that may change the file system (the periodic
+    /// checkpoint only runs after one).
+    pub fn change(&self) {
         self.request();
         self.changes.fetch_add(1, Ordering::Relaxed);
-        self.gate.write()
-    }
-
-    /// [`Shared::writing`] for the background thread: neither a request
-    /// nor a change.
-    pub fn writing_quietly(&self) -> RwLockWriteGuard<'_, ()> {
-        self.gate.write()
     }
 
     /// Time since the last request.
@@ -236,7 +217,7 @@ impl F2fsFuse {
     }
 
     fn release_engine(&self, ino: u32) {
-        let _gate = self.shared.writing();
+        self.shared.change();
         if let Err(e) = self.fs.release(ino) {
             log(&format!("releasing inode {ino}: {e}"));
         }
@@ -328,7 +309,7 @@ impl F2fsFuse {
 
     fn do_write(&self, ino: u32, offset: u64, data: &[u8]) -> Res<u32> {
         let _stripe = self.stripe(ino).read();
-        let _gate = self.shared.writing();
+        self.shared.change();
         let n = self.fs.write(ino, offset, data).map_err(|e| errno(&e))?;
         if n == 0 && !data.is_empty() {
             return Err(Errno::EFBIG);
@@ -355,10 +336,9 @@ impl F2fsFuse {
         if end > i64::MAX as u64 {
             return Err(Errno::EFBIG);
         }
-        // Writes to this file wait on the stripe until the holes are filled;
-        // the gate is taken per engine call, so readers go on meanwhile.
+        // Writes to this file wait on the stripe until the holes are filled.
         let _stripe = self.stripe(ino).write();
-        let gate = self.shared.reading();
+        self.shared.change();
         let inode = self.inode(ino)?;
         match inode.kind {
             FileKind::Regular => {}
@@ -394,13 +374,12 @@ impl F2fsFuse {
         if needed > self.fs.statfs().blocks_available {
             return Err(Errno::ENOSPC);
         }
-        drop(gate);
         let zeros = vec![0u8; MAX_WRITE as usize];
         for (s, e) in holes {
             let mut pos = s;
             while pos < e {
                 let n = (e - pos).min(MAX_WRITE as u64) as usize;
-                let _gate = self.shared.writing();
+                self.shared.change();
                 let written = self
                     .fs
                     .write(ino, pos, &zeros[..n])
@@ -544,7 +523,7 @@ impl Filesystem for F2fsFuse {
     }
 
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
-        let _gate = self.shared.reading();
+        self.shared.request();
         let parent = ino_or_reply!(parent, reply);
         match self.do_lookup(parent, name) {
             Ok(inode) => self.reply_entry(reply, &inode),
@@ -564,7 +543,7 @@ impl Filesystem for F2fsFuse {
     }
 
     fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
-        let _gate = self.shared.reading();
+        self.shared.request();
         let ino = ino_or_reply!(ino, reply);
         match self.inode(ino) {
             Ok(inode) => reply.attr(&self.cfg.ttl, &file_attr(&inode)),
@@ -601,7 +580,7 @@ impl Filesystem for F2fsFuse {
         };
         // A truncation must not interleave with a fallocate of the file.
         let _stripe = size.map(|_| self.stripe(ino).read());
-        let _gate = self.shared.writing();
+        self.shared.change();
         let result = self.do_setattr(ino, &attr);
         match result {
             Ok(inode) => reply.attr(&self.cfg.ttl, &file_attr(&inode)),
@@ -610,7 +589,7 @@ impl Filesystem for F2fsFuse {
     }
 
     fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
-        let _gate = self.shared.reading();
+        self.shared.request();
         let ino = ino_or_reply!(ino, reply);
         let result = self
             .inode(ino)
@@ -632,7 +611,7 @@ impl Filesystem for F2fsFuse {
         reply: ReplyEntry,
     ) {
         let parent = ino_or_reply!(parent, reply);
-        let _gate = self.shared.writing();
+        self.shared.change();
         let result = name_ok(name).and_then(|name| {
             let dir = self.inode(parent)?;
             let (uid, gid) = self.new_owner(req, &dir);
@@ -656,7 +635,7 @@ impl Filesystem for F2fsFuse {
         reply: ReplyEntry,
     ) {
         let parent = ino_or_reply!(parent, reply);
-        let _gate = self.shared.writing();
+        self.shared.change();
         let result = name_ok(name).and_then(|name| {
             let dir = self.inode(parent)?;
             let (uid, gid) = self.new_owner(req, &dir);
@@ -677,7 +656,7 @@ impl Filesystem for F2fsFuse {
 
     fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         let parent = ino_or_reply!(parent, reply);
-        let _gate = self.shared.writing();
+        self.shared.change();
         match name_ok(name).and_then(|n| self.fs.unlink(parent, n).map_err(|e| errno(&e))) {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(e),
@@ -686,7 +665,7 @@ impl Filesystem for F2fsFuse {
 
     fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         let parent = ino_or_reply!(parent, reply);
-        let _gate = self.shared.writing();
+        self.shared.change();
         match name_ok(name).and_then(|n| self.fs.rmdir(parent, n).map_err(|e| errno(&e))) {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(e),
@@ -702,7 +681,7 @@ impl Filesystem for F2fsFuse {
         reply: ReplyEntry,
     ) {
         let parent = ino_or_reply!(parent, reply);
-        let _gate = self.shared.writing();
+        self.shared.change();
         let result = name_ok(link_name).and_then(|name| {
             let dir = self.inode(parent)?;
             let (uid, gid) = self.new_owner(req, &dir);
@@ -737,7 +716,7 @@ impl Filesystem for F2fsFuse {
             noreplace: flags.contains(RenameFlags::RENAME_NOREPLACE),
             exchange: flags.contains(RenameFlags::RENAME_EXCHANGE),
         };
-        let _gate = self.shared.writing();
+        self.shared.change();
         let result = name_ok(name).and_then(|old| {
             let new = name_ok(newname)?;
             self.fs
@@ -760,7 +739,7 @@ impl Filesystem for F2fsFuse {
     ) {
         let ino = ino_or_reply!(ino, reply);
         let newparent = ino_or_reply!(newparent, reply);
-        let _gate = self.shared.writing();
+        self.shared.change();
         let result = name_ok(newname)
             .and_then(|name| self.fs.link(ino, newparent, name).map_err(|e| errno(&e)));
         match result {
@@ -770,7 +749,7 @@ impl Filesystem for F2fsFuse {
     }
 
     fn open(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
-        let _gate = self.shared.reading();
+        self.shared.request();
         let ino = ino_or_reply!(ino, reply);
         match self.inode(ino) {
             Ok(inode) if inode.kind == FileKind::Directory => reply.error(Errno::EISDIR),
@@ -794,7 +773,7 @@ impl Filesystem for F2fsFuse {
         _lock_owner: Option<LockOwner>,
         reply: ReplyData,
     ) {
-        let _gate = self.shared.reading();
+        self.shared.request();
         let ino = ino_or_reply!(ino, reply);
         match self.do_read(ino, offset, size) {
             Ok(data) => reply.data(&data),
@@ -860,7 +839,7 @@ impl Filesystem for F2fsFuse {
         if !self.fs.is_writable() {
             return reply.ok();
         }
-        let _gate = self.shared.writing();
+        self.shared.change();
         match self.fs.fsync(ino) {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(errno(&e)),
@@ -868,7 +847,7 @@ impl Filesystem for F2fsFuse {
     }
 
     fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
-        let _gate = self.shared.reading();
+        self.shared.request();
         let ino = ino_or_reply!(ino, reply);
         match self.inode(ino) {
             Ok(inode) if inode.kind != FileKind::Directory => reply.error(Errno::ENOTDIR),
@@ -888,7 +867,7 @@ impl Filesystem for F2fsFuse {
         offset: u64,
         mut reply: ReplyDirectory,
     ) {
-        let _gate = self.shared.reading();
+        self.shared.request();
         let ino = ino_or_reply!(ino, reply);
         let list = match self.listing(ino, fh.0, offset) {
             Ok(list) => list,
@@ -916,7 +895,7 @@ impl Filesystem for F2fsFuse {
         offset: u64,
         mut reply: ReplyDirectoryPlus,
     ) {
-        let _gate = self.shared.reading();
+        self.shared.request();
         let dir = ino_or_reply!(ino, reply);
         let list = match self.listing(dir, fh.0, offset) {
             Ok(list) => list,
@@ -983,7 +962,7 @@ impl Filesystem for F2fsFuse {
     }
 
     fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
-        let _gate = self.shared.reading();
+        self.shared.request();
         let s = self.fs.statfs();
         reply.statfs(
             s.blocks,
@@ -1017,7 +996,7 @@ impl Filesystem for F2fsFuse {
         if is_acl(name.as_bytes()) {
             return reply.error(Errno::EOPNOTSUPP);
         }
-        let _gate = self.shared.writing();
+        self.shared.change();
         match self.fs.set_xattr(ino, name.as_bytes(), value, mode) {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(errno(&e)),
@@ -1025,7 +1004,7 @@ impl Filesystem for F2fsFuse {
     }
 
     fn getxattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
-        let _gate = self.shared.reading();
+        self.shared.request();
         let ino = ino_or_reply!(ino, reply);
         if is_acl(name.as_bytes()) {
             return reply.error(Errno::EOPNOTSUPP);
@@ -1044,7 +1023,7 @@ impl Filesystem for F2fsFuse {
     }
 
     fn listxattr(&self, _req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
-        let _gate = self.shared.reading();
+        self.shared.request();
         let ino = ino_or_reply!(ino, reply);
         let result = self
             .inode(ino)
@@ -1073,7 +1052,7 @@ impl Filesystem for F2fsFuse {
         if is_acl(name.as_bytes()) {
             return reply.error(Errno::EOPNOTSUPP);
         }
-        let _gate = self.shared.writing();
+        self.shared.change();
         match self.fs.remove_xattr(ino, name.as_bytes()) {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(errno(&e)),
@@ -1081,7 +1060,7 @@ impl Filesystem for F2fsFuse {
     }
 
     fn access(&self, req: &Request, ino: INodeNo, mask: AccessFlags, reply: ReplyEmpty) {
-        let _gate = self.shared.reading();
+        self.shared.request();
         let ino = ino_or_reply!(ino, reply);
         match self.do_access(req, ino, mask) {
             Ok(()) => reply.ok(),
@@ -1100,7 +1079,7 @@ impl Filesystem for F2fsFuse {
         reply: ReplyCreate,
     ) {
         let parent = ino_or_reply!(parent, reply);
-        let _gate = self.shared.writing();
+        self.shared.change();
         match self.do_create(req, parent, name, mode, flags) {
             Ok(inode) => {
                 self.kernel_ref(inode.ino);
@@ -1147,7 +1126,7 @@ impl Filesystem for F2fsFuse {
         whence: i32,
         reply: ReplyLseek,
     ) {
-        let _gate = self.shared.reading();
+        self.shared.request();
         if self.cfg.writeback_cache {
             // The kernel does not write dirty pages back before asking, so
             // our view of holes may be stale; ENOSYS makes it fall back to

@@ -194,10 +194,7 @@ fn background_loop(
             last_cp = Instant::now();
             let changes = shared.changes();
             if changes != cp_changes {
-                let result = {
-                    let _gate = shared.writing_quietly();
-                    fs.checkpoint()
-                };
+                let result = fs.checkpoint();
                 match result {
                     Ok(()) => cp_changes = changes,
                     Err(e) => {
@@ -215,10 +212,7 @@ fn background_loop(
                 if stopped() || shared.idle_for() < idle {
                     break;
                 }
-                let result = {
-                    let _gate = shared.writing_quietly();
-                    fs.background_gc()
-                };
+                let result = fs.background_gc();
                 match result {
                     Ok(true) => {}
                     Ok(false) => break,
