@@ -690,7 +690,6 @@ fn errors_on_images() {
 /// 512 outside the main area"). 2 MiB written to a fresh image fill the
 /// first warm data segment exactly (`f2fuse put` of a 2 MiB file does it too).
 #[test]
-#[ignore = "engine bug: a data log ending exactly at a segment boundary is checkpointed with next block 512 (fsck: Checkpoint is polluted)"]
 fn engine_bug_full_segment_in_checkpoint() {
     use f2fuse_engine::mkfs::{format_path, MkfsOptions};
     if !require_f2fs_tools() {
@@ -732,7 +731,6 @@ fn engine_bug_full_segment_in_checkpoint() {
 /// ACL written by the kernel is unreadable too. (`f2fuse setfattr` and
 /// `build` refuse ACLs until this is fixed.)
 #[test]
-#[ignore = "engine bug: POSIX ACL entries (empty xattr name): set_xattr panics in debug, the reader calls them corrupt, and the VFS/F2FS ACL formats are not converted"]
 fn engine_bug_posix_acl_format() {
     use f2fuse_engine::mkfs::{format_path, MkfsOptions};
     use f2fuse_engine::xattr::{read_xattrs, SetMode};
