@@ -464,8 +464,8 @@ impl Fs {
         }
     }
 
-    /// Admits a mutating operation: the file system must be writable and healthy.
-    fn write_guard(&self) -> Result<parking_lot::RwLockReadGuard<'_, ()>> {
+    /// The writer of a writable file system no error has made read-only.
+    fn healthy_writer(&self) -> Result<&Writer> {
         let w = self
             .writer
             .as_ref()
@@ -476,7 +476,26 @@ impl Fs {
                 "an earlier error made the file system read-only",
             ));
         }
-        Ok(w.op_lock.read())
+        Ok(w)
+    }
+
+    /// Admits a mutating operation: the file system must be writable and healthy.
+    fn write_guard(&self) -> Result<parking_lot::RwLockReadGuard<'_, ()>> {
+        Ok(self.healthy_writer()?.op_lock.read())
+    }
+
+    /// Runs `work` with `op_lock` held exclusively (checkpoints, cleaning);
+    /// an error marks the file system failed, as the disk may lag memory.
+    fn exclusive<R>(&self, work: impl FnOnce(&Writer) -> Result<R>) -> Result<R> {
+        let w = self.healthy_writer()?;
+        let _exclusive = w.op_lock.write();
+        // Another thread may have failed while this one waited for the lock.
+        let w = self.healthy_writer()?;
+        let result = work(w);
+        if result.is_err() {
+            w.failed.store(true, Ordering::Relaxed);
+        }
+        result
     }
 
     fn inode_lock(&self, ino: u32) -> Arc<RwLock<()>> {
@@ -514,15 +533,14 @@ impl Fs {
         if !low(w) {
             return Ok(());
         }
-        let _exclusive = w.op_lock.write();
-        if w.failed.load(Ordering::Relaxed) || !low(w) {
-            return Ok(());
-        }
-        let result = self.foreground_gc_locked();
-        if result.is_err() {
-            w.failed.store(true, Ordering::Relaxed);
-        }
-        result
+        // Another thread may have cleaned while this one waited for the lock.
+        self.exclusive(|w| {
+            if low(w) {
+                self.foreground_gc_locked()
+            } else {
+                Ok(())
+            }
+        })
     }
 
     /// Cleans victim sections until enough will be free, then checkpoints
@@ -585,14 +603,7 @@ impl Fs {
                 return Ok(false);
             }
         }
-        let _exclusive = w.op_lock.write();
-        if w.failed.load(Ordering::Relaxed) {
-            return Err(Error::errno(
-                libc::EROFS,
-                "an earlier error made the file system read-only",
-            ));
-        }
-        let result = (|| {
+        self.exclusive(|w| {
             let ctx = self.ctx();
             let mut gc_state = w.gc.lock();
             let Some(victim) = gc::select_victim(
@@ -608,11 +619,7 @@ impl Fs {
             drop(gc_state);
             self.checkpoint_locked(false)?;
             Ok(true)
-        })();
-        if result.is_err() {
-            w.failed.store(true, Ordering::Relaxed);
-        }
-        result
+        })
     }
 
     /// How often operations trigger a checkpoint (the kernel's `cp_interval`).
@@ -645,22 +652,7 @@ impl Fs {
     }
 
     fn checkpoint_with(&self, umount: bool) -> Result<()> {
-        let w = self
-            .writer
-            .as_ref()
-            .ok_or_else(|| Error::errno(libc::EROFS, "opened read-only"))?;
-        if w.failed.load(Ordering::Relaxed) {
-            return Err(Error::errno(
-                libc::EROFS,
-                "an earlier error made the file system read-only",
-            ));
-        }
-        let _exclusive = w.op_lock.write();
-        let result = self.checkpoint_locked(umount);
-        if result.is_err() {
-            w.failed.store(true, Ordering::Relaxed);
-        }
-        result
+        self.exclusive(|_| self.checkpoint_locked(umount))
     }
 
     fn checkpoint_locked(&self, umount: bool) -> Result<()> {
