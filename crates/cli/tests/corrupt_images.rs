@@ -14,6 +14,8 @@ mod corrupt;
 #[path = "../../../fuzz/src/lib.rs"]
 #[allow(dead_code)]
 mod fuzz_harness;
+#[path = "../../engine/tests/support/mod.rs"]
+mod support;
 
 use corrupt::*;
 use f2fuse_engine::{Error, FileKind};

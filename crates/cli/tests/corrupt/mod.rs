@@ -11,7 +11,7 @@ use f2fuse_layout::segment::nat_block_addr;
 use f2fuse_layout::*;
 use std::fs::{self, File, OpenOptions as FsOpenOptions};
 use std::io::Write as _;
-use std::os::unix::fs::{symlink, FileExt, PermissionsExt};
+use std::os::unix::fs::{symlink, FileExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -24,40 +24,12 @@ pub const LIMIT: Duration = Duration::from_secs(20);
 /// Size of the base image (a sparse file).
 pub const IMAGE_BYTES: u64 = 128 << 20;
 
-const EXTRA_DIRS: &[&str] = &["/usr/sbin", "/sbin", "/usr/local/sbin"];
-
-/// Full path of an installed executable, searching `$PATH` then the sbin dirs.
-pub fn find_tool(name: &str) -> Option<PathBuf> {
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    std::env::split_paths(&path)
-        .chain(EXTRA_DIRS.iter().map(PathBuf::from))
-        .map(|d| d.join(name))
-        .find(|p| {
-            fs::metadata(p)
-                .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-                .unwrap_or(false)
-        })
-}
+pub use crate::support::find_tool;
 
 /// True if mkfs.f2fs, sload.f2fs and fsck.f2fs are installed. If not:
 /// panics when `CI` is set, else prints a skip note and returns false.
 pub fn have_tools() -> bool {
-    let missing: Vec<&str> = ["mkfs.f2fs", "sload.f2fs", "fsck.f2fs"]
-        .into_iter()
-        .filter(|t| find_tool(t).is_none())
-        .collect();
-    if missing.is_empty() {
-        return true;
-    }
-    let msg = format!(
-        "{} not found; install f2fs-tools (Debian: apt-get install f2fs-tools)",
-        missing.join(", ")
-    );
-    if std::env::var_os("CI").is_some() {
-        panic!("{msg}");
-    }
-    eprintln!("SKIPPING corrupt-image test: {msg}");
-    false
+    crate::support::require_f2fs_tools()
 }
 
 /// Runs `f` on another thread; panics if it takes longer than [`LIMIT`]
