@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Every test: the Rust test suites (unit, integration, power-cut, model,
+# mount tests), then the external suites through a FUSE mount
+# (scripts/mount-suites.sh: pjdfstest, fio verify, stress-ng, dbench, kill -9
+# rounds; fsck.f2fs after each). Needs root and /dev/fuse for the second part;
+# without them it is skipped with a note, and fails under CI=true.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export PATH="$PATH:$HOME/.cargo/bin:/usr/sbin:/sbin"
+
+echo "== cargo test --workspace --locked"
+cargo test --workspace --locked
+
+if [ "$(id -u)" -ne 0 ] || [ ! -e /dev/fuse ]; then
+    if [ -n "${CI:-}" ]; then
+        echo "test-all: the mount suites need root and /dev/fuse" >&2
+        exit 1
+    fi
+    echo "test-all: not root or no /dev/fuse: mount suites skipped"
+    exit 0
+fi
+echo "== scripts/mount-suites.sh"
+scripts/mount-suites.sh
