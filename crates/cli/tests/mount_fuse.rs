@@ -899,3 +899,56 @@ fn signals_foreground_and_periodic_checkpoints() {
     wait_released(&img);
     fsck_clean(&img, "SIGTERM to a background mount");
 }
+
+/// With the write-back cache, write(2) returns before the daemon sees the
+/// data; when space runs low, files opened for writing bypass the cache, so
+/// a full file system answers ENOSPC from write(2) itself (not only from a
+/// later fsync or close), and no accepted write is silently dropped.
+#[test]
+fn low_space_writes_report_enospc_from_write() {
+    if !fuse_available() {
+        return;
+    }
+    let scratch = Scratch::new("mount-enospc");
+    let img = scratch.join("img");
+    f2fuse_mkfs(&img, "64M");
+    let m = Mount::new(&img, &scratch.join("mnt"), "");
+
+    // Fill through the cache, syncing each step: the error surfaces there.
+    let chunk = pattern(1 << 20, 7);
+    let mut filler = fs::File::create(m.path("filler")).unwrap();
+    let filled = (0..256).find(|_| {
+        filler
+            .write_all(&chunk)
+            .and_then(|()| filler.sync_data())
+            .is_err()
+    });
+    assert!(filled.is_some(), "64 MiB image never filled");
+    // Give back 2 MiB: room for a new file, far below the low-space mark.
+    let len = filler.metadata().unwrap().len();
+    filler.set_len(len - (2 << 20)).unwrap();
+    filler.sync_all().unwrap();
+    drop(filler);
+
+    // A file opened now: write(2) must fail with ENOSPC well before the
+    // data could all have been accepted.
+    let mut late = fs::File::create(m.path("late")).unwrap();
+    let mut accepted = 0usize;
+    let err = loop {
+        match late.write(&chunk[..64 << 10]) {
+            Ok(n) => accepted += n,
+            Err(e) => break e,
+        }
+        assert!(
+            accepted < 64 << 20,
+            "write(2) accepted {accepted} bytes on a full image"
+        );
+    };
+    assert_eq!(err.raw_os_error(), Some(libc::ENOSPC), "{err}");
+    // Whatever write(2) accepted is on the image.
+    late.sync_all().unwrap();
+    drop(late);
+    assert_eq!(fs::metadata(m.path("late")).unwrap().len(), accepted as u64);
+    m.unmount();
+    fsck_clean(&img, "filling the image through the mount");
+}

@@ -254,6 +254,30 @@ impl F2fsFuse {
         Ok(inode)
     }
 
+    /// How a file is opened. Normally through the kernel's cache, kept
+    /// across opens (every change comes through this kernel, so it stays
+    /// valid). With the write-back cache, write(2) returns before we see the
+    /// data, so an ENOSPC met at write-back could only be reported by a later
+    /// fsync or close; when space runs low, files opened for writing bypass
+    /// the cache (FOPEN_DIRECT_IO) so that write(2) itself reports ENOSPC.
+    fn open_mode(&self, open_flags: i32) -> FopenFlags {
+        let writing = open_flags & libc::O_ACCMODE != libc::O_RDONLY;
+        if self.cfg.writeback_cache && writing && self.low_on_space() {
+            FopenFlags::FOPEN_DIRECT_IO
+        } else {
+            FopenFlags::FOPEN_KEEP_CACHE
+        }
+    }
+
+    /// True when free space is below what the kernel may hold as dirty
+    /// pages of this mount (FUSE limits a mount to a small share of the dirty
+    /// limit: tens of MiB), or below an eighth of a small image.
+    fn low_on_space(&self) -> bool {
+        let st = self.fs.statfs();
+        let threshold = (LOW_SPACE_BYTES / st.block_size as u64).min(st.blocks / 8);
+        st.blocks_available < threshold
+    }
+
     fn do_create(
         &self,
         req: &Request,
@@ -497,6 +521,10 @@ fn time_set(t: TimeOrNow) -> TimeSet {
     }
 }
 
+/// Free space below which writers bypass the write-back cache (see
+/// `F2fsFuse::open_mode`).
+const LOW_SPACE_BYTES: u64 = 128 << 20;
+
 macro_rules! ino_or_reply {
     ($ino:expr, $reply:expr) => {
         match ino_of($ino) {
@@ -514,7 +542,9 @@ impl Filesystem for F2fsFuse {
             | InitFlags::FUSE_READDIRPLUS_AUTO
             | InitFlags::FUSE_PARALLEL_DIROPS
             | InitFlags::FUSE_CACHE_SYMLINKS
-            | InitFlags::FUSE_ASYNC_DIO;
+            | InitFlags::FUSE_ASYNC_DIO
+            // Shared mmap of files opened in low-space (direct I/O) mode.
+            | InitFlags::FUSE_DIRECT_IO_ALLOW_MMAP;
         if self.cfg.writeback_cache {
             want |= InitFlags::FUSE_WRITEBACK_CACHE;
         }
@@ -748,15 +778,14 @@ impl Filesystem for F2fsFuse {
         }
     }
 
-    fn open(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+    fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
         self.shared.request();
         let ino = ino_or_reply!(ino, reply);
         match self.inode(ino) {
             Ok(inode) if inode.kind == FileKind::Directory => reply.error(Errno::EISDIR),
             Ok(_) => {
                 let _ = self.fs.open_inode(ino);
-                // Every change comes through this kernel: its cache stays valid.
-                reply.opened(self.new_fh(), FopenFlags::FOPEN_KEEP_CACHE);
+                reply.opened(self.new_fh(), self.open_mode(flags.0));
             }
             Err(e) => reply.error(e),
         }
@@ -1089,7 +1118,7 @@ impl Filesystem for F2fsFuse {
                     &file_attr(&inode),
                     Generation(inode.generation as u64),
                     self.new_fh(),
-                    FopenFlags::FOPEN_KEEP_CACHE,
+                    self.open_mode(flags),
                 );
             }
             Err(e) => reply.error(e),
