@@ -10,6 +10,8 @@
 #   fio-randrw     randrw, mixed block sizes (--bssplit), libaio, O_DIRECT
 #   stress-ng      file-system stressors with --verify, 60 s
 #   dbench         4 clients, 20 s
+#   namespace      3 processes creating, linking, renaming, unlinking, setting
+#                  xattrs in a shared tree + 1 writing fsync'd files, 60 s
 #   kill9-N        namespace stress + fsync'd files, kill -9 of the daemon
 #                  after ~10 s, remount (recovery): fsync'd data present,
 #                  fsck clean after the recovering mount's unmount (3 times)
@@ -262,6 +264,28 @@ start_load() {
     load_pids="$load_pids $!"
 }
 
+suite_namespace() {
+    # The kill -9 rounds' workload for a whole minute, then a clean stop:
+    # every file whose fsync returned must be there with its content.
+    local rec=$work/namespace.records
+    : >"$rec"
+    start_load "$mnt" "$rec"
+    sleep "${NAMESPACE_SECS:-60}"
+    kill $load_pids 2>/dev/null
+    wait $load_pids 2>/dev/null
+    load_pids=""
+    local name sum bad=0
+    while read -r name sum; do
+        [ "$(sha256sum <"$mnt/sync/$name" | cut -d' ' -f1)" = "$sum" ] || bad=$((bad + 1))
+    done <"$rec"
+    ls -R "$mnt/ns" >/dev/null || return 1
+    if [ "$bad" -ne 0 ]; then
+        echo "$bad of $(wc -l <"$rec") fsync'd files missing or different" >&3
+        return 1
+    fi
+    echo "4 writers ${NAMESPACE_SECS:-60} s, $(wc -l <"$rec") fsync'd files intact" >&3
+}
+
 suite_kill9() {
     local rec=$work/kill9.records
     : >"$rec"
@@ -328,6 +352,7 @@ run_suite fio-remount suite_fio_remount
 run_suite fio-randrw suite_fio_randrw
 run_suite stress-ng suite_stress_ng
 run_suite dbench suite_dbench
+run_suite namespace suite_namespace
 run_suite kill9 suite_kill9
 
 total_end=$(date +%s)
