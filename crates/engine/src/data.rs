@@ -1,7 +1,7 @@
 //! File data: mapping file block indexes to block addresses through the
 //! inode, direct, indirect and double-indirect nodes, and reading bytes.
 
-use crate::device::{Block, Device};
+use crate::device::{Block, Device, IoKind};
 use crate::error::{Error, Result};
 use crate::inline;
 use crate::inode::InodeInfo;
@@ -100,6 +100,15 @@ fn rest_of_node_range(path: &BlockPath, level: usize) -> u64 {
     span - within
 }
 
+/// How a file's data blocks are counted: dentry blocks or file contents.
+pub fn data_kind(inode: &InodeInfo) -> IoKind {
+    if inode.kind == crate::inode::FileKind::Directory {
+        IoKind::DirData
+    } else {
+        IoKind::UserData
+    }
+}
+
 /// Refuses files whose bytes this engine cannot decode.
 pub fn check_readable(inode: &InodeInfo) -> Result<()> {
     if inode.advise & fadvise::ENCRYPT != 0 {
@@ -172,7 +181,7 @@ pub fn read_data(
             dst.fill(0);
         } else {
             scratch.resize((run * bs) as usize, 0);
-            dev.read_blocks(addr as u64, &mut scratch)?;
+            dev.read_blocks(data_kind(inode), addr as u64, &mut scratch)?;
             let src_start = (copy_from - run_start) as usize;
             dst.copy_from_slice(&scratch[src_start..src_start + dst.len()]);
         }
@@ -402,6 +411,7 @@ pub fn write_blocks_upto(
                 Some((start, from, n)) if start + n as u32 == new => Some((start, from, n + 1)),
                 Some((start, from, n)) => {
                     ctx.dev.write_blocks(
+                        data_kind(inode),
                         start as u64,
                         &data[from * F2FS_BLKSIZE..(from + n) * F2FS_BLKSIZE],
                     )?;
@@ -416,6 +426,7 @@ pub fn write_blocks_upto(
     // On failure too, the blocks placed so far get their data and their count.
     let flushed = match run {
         Some((start, from, n)) => ctx.dev.write_blocks(
+            data_kind(inode),
             start as u64,
             &data[from * F2FS_BLKSIZE..(from + n) * F2FS_BLKSIZE],
         ),
@@ -524,7 +535,7 @@ fn read_block_into(ctx: &Ctx, inode: &InodeInfo, index: u64, out: &mut [u8]) -> 
         out.fill(0);
         Ok(())
     } else {
-        ctx.dev.read_blocks(addr as u64, out)
+        ctx.dev.read_blocks(data_kind(inode), addr as u64, out)
     }
 }
 

@@ -1,7 +1,7 @@
 //! The f2fuse engine: an F2FS implementation in user space, split the way
 //! the kernel's fs/f2fs is. Lower modules never use higher ones:
 //!
-//! `device` < `superblock` < `checkpoint` < `segment` < `node` < `inode`
+//! `stats` < `device` < `superblock` < `checkpoint` < `segment` < `node` < `inode`
 //! < `inline` < `data` < `xattr` < `dir` < `fs` (the facade), with `mkfs`
 //! beside `fs` using only the device and the layout crate.
 
@@ -19,6 +19,7 @@ pub mod inode;
 pub mod mkfs;
 pub mod node;
 pub mod segment;
+pub mod stats;
 pub mod superblock;
 pub mod xattr;
 

@@ -10,7 +10,7 @@
 //! has block_addr `NEW_ADDR` and lives only in the cache.
 
 use crate::checkpoint::CheckpointState;
-use crate::device::{Block, Device};
+use crate::device::{Block, Device, IoKind};
 use crate::error::{Error, Result};
 use f2fuse_layout::node::{footer_of, footer_of_mut};
 use f2fuse_layout::segment::{nat_block_addr, NatBlock, NatEntry};
@@ -124,7 +124,7 @@ impl NodeManager {
     fn read_nat_block(&self, index: u32, copy: u8) -> Result<Arc<Vec<NatEntry>>> {
         let raw = self
             .dev
-            .read_block(nat_block_addr(self.nat_blkaddr, index, copy))?;
+            .read_block(IoKind::Meta, nat_block_addr(self.nat_blkaddr, index, copy))?;
         let block = NatBlock::read_from_bytes(&raw).expect("block size");
         Ok(Arc::new(block.entries.to_vec()))
     }
@@ -232,7 +232,7 @@ impl NodeManager {
                 match cached {
                     Some(block) => block,
                     None => {
-                        let block = self.dev.read_block(blkaddr as u64)?;
+                        let block = self.dev.read_block(IoKind::Node, blkaddr as u64)?;
                         self.clean.lock().insert(blkaddr, &block);
                         block
                     }
@@ -416,6 +416,7 @@ impl NodeManager {
                         .copy_from_slice(zerocopy::IntoBytes::as_bytes(entry));
                 }
                 self.dev.write_blocks(
+                    IoKind::Meta,
                     nat_block_addr(self.nat_blkaddr, index, new_copy as u8),
                     &raw,
                 )?;
@@ -547,7 +548,8 @@ impl NodeManager {
             for (_, _, block) in &placed[i..j] {
                 buf.extend_from_slice(block);
             }
-            self.dev.write_blocks(placed[i].0 as u64, &buf)?;
+            self.dev
+                .write_blocks(IoKind::Node, placed[i].0 as u64, &buf)?;
             i = j;
         }
         // Only now that the blocks are written may readers reach them through the NAT.

@@ -2,7 +2,7 @@
 //! log types, read from the current SIT copies and overridden by the journal.
 
 use crate::checkpoint::CheckpointState;
-use crate::device::Device;
+use crate::device::{Device, IoKind};
 use crate::error::Result;
 use f2fuse_layout::segment::{sit_block_addr, SitBlock, SitEntry};
 use f2fuse_layout::superblock::SuperBlock;
@@ -44,6 +44,7 @@ impl SitTable {
             }
             let mut buf = vec![0u8; run as usize * F2FS_BLKSIZE];
             dev.read_blocks(
+                IoKind::Meta,
                 sit_block_addr(sb.sit_blkaddr.get(), per_copy, index, copy),
                 &mut buf,
             )?;
@@ -217,7 +218,7 @@ impl SegmentManager {
                 // Rebuild from the footers of the blocks written so far.
                 let start = main_blkaddr as u64 + segno as u64 * BLOCKS_PER_SEG as u64;
                 let mut buf = vec![0u8; blkoff as usize * F2FS_BLKSIZE];
-                dev.read_blocks(start, &mut buf)?;
+                dev.read_blocks(IoKind::Node, start, &mut buf)?;
                 for block in buf.chunks_exact(F2FS_BLKSIZE) {
                     let nid = f2fuse_layout::node::footer_of(block).nid.get();
                     sums.push(Summary::new(nid, 0, 0));
@@ -530,7 +531,7 @@ impl SegmentManager {
         if let Some((_, block)) = self.pending_ssa.iter().find(|(s, _)| *s == segno) {
             return Ok(block.entries.to_vec());
         }
-        let raw = self.dev.read_block(self.ssa_addr(segno))?;
+        let raw = self.dev.read_block(IoKind::Meta, self.ssa_addr(segno))?;
         let block = SummaryBlock::read_from_bytes(&raw).expect("block size");
         Ok(block.entries.to_vec())
     }
@@ -612,7 +613,7 @@ impl SegmentManager {
     /// Writes queued SSA blocks.
     pub fn write_pending_ssa(&mut self, dev: &Device) -> Result<()> {
         for (segno, block) in std::mem::take(&mut self.pending_ssa) {
-            dev.write_blocks(self.ssa_addr(segno), block.as_bytes())?;
+            dev.write_blocks(IoKind::Meta, self.ssa_addr(segno), block.as_bytes())?;
         }
         Ok(())
     }
@@ -657,6 +658,7 @@ impl SegmentManager {
             }
             let new_copy = !bitmap::test_bit_msb(&bits, index as usize);
             dev.write_blocks(
+                IoKind::Meta,
                 sit_addr(sb.sit_blkaddr.get(), per_copy, index, new_copy as u8),
                 block.as_bytes(),
             )?;
