@@ -190,11 +190,33 @@ pub fn read_data(
     Ok(len)
 }
 
-/// Physical extents of a file: (file block, block address, length), holes omitted.
-pub fn extents(nm: &NodeManager, inode: &InodeInfo) -> Result<Vec<(u64, u32, u64)>> {
+/// Where a run of file blocks lives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExtentPlace {
+    /// Consecutive main-area blocks starting at this address.
+    Blocks(u32),
+    /// Reserved (`NEW_ADDR`, e.g. by fallocate) but never written: reads as zeros.
+    Unwritten,
+}
+
+/// A run of file blocks stored the same way; holes are not extents.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Extent {
+    /// First file block.
+    pub logical: u64,
+    pub len: u64,
+    pub place: ExtentPlace,
+}
+
+/// Every extent of a file up to its size, in file order. Inline files and
+/// special files (whose address slots hold other things) have none.
+pub fn extent_map(nm: &NodeManager, inode: &InodeInfo) -> Result<Vec<Extent>> {
     check_readable(inode)?;
-    let mut out: Vec<(u64, u32, u64)> = Vec::new();
-    if inline::has_inline_data(inode) {
+    let mut out: Vec<Extent> = Vec::new();
+    if inline::has_inline_data(inode)
+        || inline::has_inline_dentry(inode)
+        || !matches!(inode.kind, Kind::Regular | Kind::Directory | Kind::Symlink)
+    {
         return Ok(out);
     }
     let mut mapper = BlockMapper::new(nm, inode);
@@ -202,21 +224,46 @@ pub fn extents(nm: &NodeManager, inode: &InodeInfo) -> Result<Vec<(u64, u32, u64
     let mut index = 0;
     while index < end {
         let (addr, run) = mapper.map_run(index)?;
-        if addr == NULL_ADDR || addr == NEW_ADDR {
-            index = index.saturating_add(run);
-            continue;
-        }
-        match out.last_mut() {
-            Some((fofs, blk, len))
-                if *fofs + *len == index && *blk as u64 + *len == addr as u64 =>
-            {
-                *len += 1
+        let place = match addr {
+            NULL_ADDR => {
+                index = index.saturating_add(run);
+                continue;
             }
-            _ => out.push((index, addr, 1)),
+            NEW_ADDR => ExtentPlace::Unwritten,
+            a => ExtentPlace::Blocks(a),
+        };
+        let continues = |last: &Extent| {
+            last.logical + last.len == index
+                && match (last.place, place) {
+                    (ExtentPlace::Blocks(start), ExtentPlace::Blocks(a)) => {
+                        start as u64 + last.len == a as u64
+                    }
+                    (a, b) => a == b,
+                }
+        };
+        match out.last_mut() {
+            Some(last) if continues(last) => last.len += 1,
+            _ => out.push(Extent {
+                logical: index,
+                len: 1,
+                place,
+            }),
         }
         index += 1;
     }
     Ok(out)
+}
+
+/// Physical extents of a file: (file block, block address, length); holes
+/// and unwritten blocks omitted.
+pub fn extents(nm: &NodeManager, inode: &InodeInfo) -> Result<Vec<(u64, u32, u64)>> {
+    Ok(extent_map(nm, inode)?
+        .into_iter()
+        .filter_map(|e| match e.place {
+            ExtentPlace::Blocks(addr) => Some((e.logical, addr, e.len)),
+            ExtentPlace::Unwritten => None,
+        })
+        .collect())
 }
 
 use crate::inode::{now, set_ctime, set_mtime, Ctx, FileKind as Kind};

@@ -25,8 +25,9 @@ pub enum VictimPolicy {
     CostBenefit,
 }
 
-/// Counters of cleaning work.
-#[derive(Debug, Clone, Default)]
+/// Counters of cleaning work. Plain fields: cleaning runs alone (it holds
+/// the operation lock exclusively), so nothing contends for them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct GcStats {
     pub foreground_runs: u64,
     pub background_runs: u64,

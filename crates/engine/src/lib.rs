@@ -2,7 +2,7 @@
 //! the kernel's fs/f2fs is. Lower modules never use higher ones:
 //!
 //! `stats` < `device` < `superblock` < `checkpoint` < `segment` < `node` < `inode`
-//! < `inline` < `data` < `xattr` < `dir` < `fs` (the facade), with `mkfs`
+//! < `inline` < `data` < `xattr` < `dir` < `gc` < `commit` < `report` < `fs` (the facade), with `mkfs`
 //! beside `fs` using only the device and the layout crate.
 
 pub mod checkpoint;
@@ -18,6 +18,7 @@ pub mod inline;
 pub mod inode;
 pub mod mkfs;
 pub mod node;
+pub mod report;
 pub mod segment;
 pub mod stats;
 pub mod superblock;
@@ -26,3 +27,4 @@ pub mod xattr;
 pub use error::{Error, Result};
 pub use fs::{Fs, OpenOptions, StatFs};
 pub use inode::{FileKind, InodeInfo, Timestamp};
+pub use report::{FileExtents, Json, Status};

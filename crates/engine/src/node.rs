@@ -12,6 +12,7 @@
 use crate::checkpoint::CheckpointState;
 use crate::device::{Block, Device, IoKind};
 use crate::error::{Error, Result};
+use crate::stats::ShardedCounters;
 use f2fuse_layout::node::{footer_of, footer_of_mut};
 use f2fuse_layout::segment::{nat_block_addr, NatBlock, NatEntry};
 use f2fuse_layout::superblock::SuperBlock;
@@ -20,6 +21,24 @@ use parking_lot::{Mutex, RwLock};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use zerocopy::FromBytes;
+
+/// Where a node read found its block.
+enum NodeSource {
+    /// The dirty node cache (changed since the last node write).
+    Dirty,
+    /// The clean cache of node blocks by address.
+    Clean,
+    /// Neither: read from the device.
+    Device,
+}
+
+/// Node reads by where they were served from.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct NodeCacheStats {
+    pub dirty_hits: u64,
+    pub clean_hits: u64,
+    pub misses: u64,
+}
 
 /// What a caller knows about the node it is about to read.
 #[derive(Debug, Clone, Copy, Default)]
@@ -65,6 +84,8 @@ pub struct NodeManager {
     clean: Mutex<CleanCache>,
     /// Serializes nid allocation so a scan never re-offers a nid just handed out.
     alloc_lock: Mutex<()>,
+    /// Where node reads were served from (indexed by [`NodeSource`]).
+    lookups: ShardedCounters<3>,
     /// Inode checksums are kept current in cached inode blocks too.
     features: u32,
     checksum_seed: u32,
@@ -108,6 +129,7 @@ impl NodeManager {
             dirty_nodes: Mutex::new(HashMap::new()),
             clean: Mutex::new(CleanCache::default()),
             alloc_lock: Mutex::new(()),
+            lookups: ShardedCounters::default(),
             features: sb.feature.get(),
             checksum_seed: f2fuse_layout::node::inode_checksum_seed(&sb.uuid),
         })
@@ -115,6 +137,16 @@ impl NodeManager {
 
     pub fn max_nid(&self) -> u32 {
         self.max_nid
+    }
+
+    /// Where node reads were served from since the file system was opened.
+    pub fn cache_stats(&self) -> NodeCacheStats {
+        let [dirty_hits, clean_hits, misses] = self.lookups.totals();
+        NodeCacheStats {
+            dirty_hits,
+            clean_hits,
+            misses,
+        }
     }
 
     pub fn is_main_blkaddr(&self, blkaddr: u32) -> bool {
@@ -220,7 +252,10 @@ impl NodeManager {
         }
         let cached = self.dirty_nodes.lock().get(&nid).cloned();
         let block = match cached {
-            Some(block) => block,
+            Some(block) => {
+                self.lookups.add(NodeSource::Dirty as usize, 1);
+                block
+            }
             None => {
                 if !self.is_main_blkaddr(blkaddr) {
                     return Err(fail(format!(
@@ -230,8 +265,12 @@ impl NodeManager {
                 }
                 let cached = self.clean.lock().get(blkaddr);
                 match cached {
-                    Some(block) => block,
+                    Some(block) => {
+                        self.lookups.add(NodeSource::Clean as usize, 1);
+                        block
+                    }
                     None => {
+                        self.lookups.add(NodeSource::Device as usize, 1);
                         let block = self.dev.read_block(IoKind::Node, blkaddr as u64)?;
                         self.clean.lock().insert(blkaddr, &block);
                         block
