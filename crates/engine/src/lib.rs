@@ -1,9 +1,10 @@
 //! The f2fuse engine: an F2FS implementation in user space, split the way
 //! the kernel's fs/f2fs is. Lower modules never use higher ones:
 //!
-//! `stats` < `device` < `superblock` < `checkpoint` < `segment` < `node` < `inode`
-//! < `inline` < `data` < `xattr` < `dir` < `gc` < `commit` < `report` < `fs` (the facade), with `mkfs`
-//! beside `fs` using only the device and the layout crate.
+//! `stats` < `device` < `superblock` < `checkpoint` < `segment` < `node`
+//! < `inode` < `inline` < `data` < `xattr` < `dir` < `gc` < `commit`
+//! < `report` < `fs` (the facade), with `mkfs` beside `fs` using only the
+//! device and the layout crate.
 
 pub mod checkpoint;
 pub mod commit;

@@ -137,7 +137,7 @@ pub struct Status {
 /// The engine keeps no extent cache: `i_ext` is cleared whenever a mapping
 /// changes and never consulted, so there are no hits or misses to count.
 pub const EXTENT_CACHE_NOTE: &str =
-    "none (no extent cache: every lookup walks the block map through the node cache)";
+    "none kept (block lookups walk the block map through the node cache)";
 
 impl Status {
     /// Valid blocks as a percentage of user blocks.

@@ -237,6 +237,27 @@ fn churn_cleaning_moves_what_its_counters_say() {
     let wa = s.write_amplification().unwrap();
     assert!(wa > 1.0, "{wa}");
     assert_segments_add_up(&s);
+    // Every other file gone: the segments they shared with their
+    // neighbours are half invalid, enough for a background round to clean
+    // one (and checkpoint).
+    for i in (0..inos.len()).step_by(2) {
+        fs.unlink(ROOT, format!("f{i}").as_bytes()).unwrap();
+    }
+    let before = fs.status().unwrap();
+    assert!(
+        fs.background_gc().unwrap(),
+        "background cleaning did not start"
+    );
+    let after = fs.status().unwrap();
+    assert_eq!(after.gc.background_runs, 1);
+    assert_eq!(after.gc.foreground_runs, before.gc.foreground_runs);
+    assert_eq!(after.gc.sections_cleaned, before.gc.sections_cleaned + 1);
+    assert_eq!(after.checkpoints, before.checkpoints + 1);
+    let moved = after.gc.data_blocks_moved - before.gc.data_blocks_moved;
+    assert_eq!(
+        after.io.written_of(IoKind::GcData) - before.io.written_of(IoKind::GcData),
+        moved * BS
+    );
     fs.unmount().unwrap();
     fsck_f2fs(&img).unwrap();
 }
@@ -390,4 +411,39 @@ fn extents_show_reserved_unwritten_blocks() {
     let inode = fs.resolve("/f").unwrap();
     fs.read(&inode, 950 * BS, &mut buf).unwrap();
     assert!(buf.iter().all(|&b| b == 0));
+}
+
+#[test]
+fn node_reads_are_counted_where_they_are_served() {
+    let scratch = Scratch::new("status-nodecache");
+    let img = fresh_image(&scratch, 64 * MIB);
+    let fs = open_rw(&img);
+    let f = fs.create(ROOT, b"f", 0o644, 0, 0).unwrap();
+    // The new inode exists only in the dirty cache.
+    let before = fs.status().unwrap().node_cache;
+    fs.inode(f.ino).unwrap();
+    let after = fs.status().unwrap().node_cache;
+    assert_eq!(after.dirty_hits, before.dirty_hits + 1);
+    assert_eq!(
+        (after.clean_hits, after.misses),
+        (before.clean_hits, before.misses)
+    );
+    fs.unmount().unwrap();
+
+    let fs = Fs::open_path(&img, OpenOptions::default()).unwrap();
+    let first = fs.status().unwrap().node_cache;
+    fs.inode(f.ino).unwrap();
+    let read = fs.status().unwrap().node_cache;
+    assert_eq!(read.misses, first.misses + 1, "first read from the device");
+    let node_bytes = fs.status().unwrap().io.read_of(IoKind::Node);
+    fs.inode(f.ino).unwrap();
+    let again = fs.status().unwrap();
+    assert_eq!(again.node_cache.clean_hits, read.clean_hits + 1);
+    assert_eq!(again.node_cache.misses, read.misses);
+    assert_eq!(
+        again.io.read_of(IoKind::Node),
+        node_bytes,
+        "a hit reads nothing"
+    );
+    assert_eq!(again.node_cache.dirty_hits, 0, "read-only: nothing dirty");
 }
