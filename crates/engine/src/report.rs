@@ -28,12 +28,6 @@ pub enum Json {
     Object(Vec<(&'static str, Json)>),
 }
 
-impl Json {
-    fn object(members: Vec<(&'static str, Json)>) -> Json {
-        Json::Object(members)
-    }
-}
-
 fn write_json_string(f: &mut fmt::Formatter<'_>, s: &str) -> fmt::Result {
     f.write_char('"')?;
     for c in s.chars() {
@@ -261,14 +255,14 @@ impl Status {
             )
         };
         let s = &self.segments;
-        Json::object(vec![
+        Json::Object(vec![
             ("writable", Json::Bool(self.writable)),
             ("main_segments", int(self.main_segments as u64)),
             ("segs_per_sec", int(self.segs_per_sec as u64)),
             ("free_sections", int(self.free_sections as u64)),
             (
                 "segments",
-                Json::object(vec![
+                Json::Object(vec![
                     ("free", int(s.free as u64)),
                     ("prefree", int(s.prefree as u64)),
                     ("dirty", int(s.dirty as u64)),
@@ -290,7 +284,7 @@ impl Status {
                     self.logs
                         .iter()
                         .map(|l| {
-                            Json::object(vec![
+                            Json::Object(vec![
                                 ("log", Json::Str(l.log.name().into())),
                                 ("segno", int(l.segno as u64)),
                                 ("next_blkoff", int(l.next_blkoff as u64)),
@@ -307,7 +301,7 @@ impl Status {
             ("checkpoints", int(self.checkpoints)),
             (
                 "gc",
-                Json::object(vec![
+                Json::Object(vec![
                     ("foreground_runs", int(self.gc.foreground_runs)),
                     ("background_runs", int(self.gc.background_runs)),
                     ("sections_cleaned", int(self.gc.sections_cleaned)),
@@ -318,7 +312,7 @@ impl Status {
             ("extent_cache", Json::Null),
             (
                 "node_cache",
-                Json::object(vec![
+                Json::Object(vec![
                     ("dirty_hits", int(self.node_cache.dirty_hits)),
                     ("clean_hits", int(self.node_cache.clean_hits)),
                     ("misses", int(self.node_cache.misses)),
@@ -326,7 +320,7 @@ impl Status {
             ),
             (
                 "io",
-                Json::object(vec![
+                Json::Object(vec![
                     ("read", per_kind(&self.io.read)),
                     ("written", per_kind(&self.io.written)),
                     ("total_read", int(self.io.total_read())),
@@ -427,7 +421,7 @@ impl FileExtents {
 
     pub fn to_json(&self) -> Json {
         let int = Json::Int;
-        Json::object(vec![
+        Json::Object(vec![
             ("path", Json::Str(self.path.clone())),
             ("ino", int(self.ino as u64)),
             ("size", int(self.size)),
@@ -441,7 +435,7 @@ impl FileExtents {
                         .iter()
                         .enumerate()
                         .map(|(i, e)| {
-                            Json::object(vec![
+                            Json::Object(vec![
                                 ("logical", int(e.logical)),
                                 (
                                     "physical",
@@ -475,7 +469,7 @@ mod tests {
 
     #[test]
     fn json_escapes_and_nests() {
-        let value = Json::object(vec![
+        let value = Json::Object(vec![
             ("s", Json::Str("a\"b\\c\n\u{1}é".into())),
             (
                 "n",
