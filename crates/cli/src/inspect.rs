@@ -1,4 +1,4 @@
-//! Read-only commands: info, ls, stat, cat, get.
+//! Read-only commands: info, status, extents, ls, stat, cat, get.
 
 use crate::size::human;
 use f2fuse_engine::dir::DirEntryInfo;
@@ -181,7 +181,10 @@ pub fn info(image: &Path) -> Result<(), String> {
     let mut line = |k: &str, v: String| out.push_str(&format!("  {k:<28}{v}\n"));
     line(
         "free / dirty / full",
-        format!("{} / {} / {}", usage.free, usage.dirty, usage.full),
+        format!(
+            "{} / {} / {}",
+            usage.segments.free, usage.segments.dirty, usage.segments.full
+        ),
     );
     line(
         "valid blocks (all / node)",
@@ -198,6 +201,30 @@ pub fn info(image: &Path) -> Result<(), String> {
         human(statfs.blocks_free * F2FS_BLKSIZE as u64),
     );
     print!("{out}");
+    Ok(())
+}
+
+pub fn status(image: &Path, json: bool) -> Result<(), String> {
+    let fs = open(image)?;
+    let status = fs
+        .status()
+        .map_err(|e| format!("{}: {e}", image.display()))?;
+    if json {
+        println!("{}", status.to_json());
+    } else {
+        print!("{}", status.to_text());
+    }
+    Ok(())
+}
+
+pub fn extents(image: &Path, path: &str, json: bool) -> Result<(), String> {
+    let fs = open(image)?;
+    let extents = fs.file_extents(path).map_err(|e| e.to_string())?;
+    if json {
+        println!("{}", extents.to_json());
+    } else {
+        print!("{}", extents.to_text());
+    }
     Ok(())
 }
 

@@ -49,6 +49,22 @@ enum Command {
     },
     /// Show every attribute of PATH inside IMAGE.
     Stat { image: PathBuf, path: String },
+    /// Show the main area's state (logs, segments, utilization) and the
+    /// engine's counters (those of this open: zero activity on an image).
+    Status {
+        image: PathBuf,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// List the physical extents of PATH inside IMAGE (like filefrag -v).
+    Extents {
+        image: PathBuf,
+        path: String,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
     /// Write a file's contents (or a symlink's target) to standard output.
     Cat { image: PathBuf, path: String },
     /// Copy one file out of IMAGE to DEST.
@@ -99,6 +115,8 @@ fn main() -> ExitCode {
             path,
         } => inspect::ls(&image, &path, long, all),
         Command::Stat { image, path } => inspect::stat(&image, &path),
+        Command::Status { image, json } => inspect::status(&image, json),
+        Command::Extents { image, path, json } => inspect::extents(&image, &path, json),
         Command::Cat { image, path } => inspect::cat(&image, &path),
         Command::Get { image, path, dest } => inspect::get(&image, &path, &dest),
         Command::Extract(args) => extract::run(&args),

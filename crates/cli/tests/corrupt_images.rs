@@ -18,6 +18,7 @@ mod fuzz_harness;
 mod support;
 
 use corrupt::*;
+use f2fuse_engine::device::IoKind;
 use f2fuse_engine::{Error, FileKind};
 use f2fuse_layout::checkpoint::{seal_checkpoint_block, Checkpoint};
 use f2fuse_layout::node::{footer_of, inode_of, NodeFooter};
@@ -439,7 +440,7 @@ fn indirect_node_footer_offset_wrong() {
         let nid = inode.inode().i_nid[2].get();
         assert_ne!(nid, 0, "huge.bin must have an indirect node");
         let blk = node_blkaddr(&fs, nid);
-        let footer = footer_of(&fs.device().read_block(blk).unwrap()).to_owned();
+        let footer = footer_of(&fs.device().read_block(IoKind::Node, blk).unwrap()).to_owned();
         assert_eq!(footer.ofs(), 3);
         (blk, inode.size)
     };
@@ -805,7 +806,7 @@ fn base_image_has_the_expected_shapes() {
     let fs = base.open();
     let (inline, blk) = inode_at(&fs, "/inline.txt");
     assert!(fs.has_inline_data(&inline));
-    let raw = fs.device().read_block(blk).unwrap();
+    let raw = fs.device().read_block(IoKind::Node, blk).unwrap();
     assert_eq!(inode_of(&raw).i_size.get(), inline.size);
     let (large, _) = inode_at(&fs, "/large.bin");
     assert_ne!(

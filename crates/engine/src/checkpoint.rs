@@ -1,7 +1,7 @@
 //! Loading the valid checkpoint pack: header, version bitmaps, orphan list
 //! and the current segments' summaries with the NAT and SIT journals.
 
-use crate::device::Device;
+use crate::device::{Device, IoKind};
 use crate::error::Result;
 use f2fuse_layout::bitmap::test_bit_msb;
 use f2fuse_layout::checkpoint::{
@@ -51,7 +51,7 @@ impl CheckpointState {
 
 /// Reads one pack's header and trailing copy; returns the header if both agree.
 fn read_pack_header(dev: &Device, start: u64) -> Result<Vec<u8>> {
-    let head = dev.read_block(start)?;
+    let head = dev.read_block(IoKind::Meta, start)?;
     verify_checkpoint_crc(&head).map_err(|e| e.at(format!("blkaddr {start}")))?;
     let cp = Checkpoint::from_block(&head);
     let total = cp.cp_pack_total_block_count.get();
@@ -64,7 +64,7 @@ fn read_pack_header(dev: &Device, start: u64) -> Result<Vec<u8>> {
         .into());
     }
     let tail_addr = start + total as u64 - 1;
-    let tail = dev.read_block(tail_addr)?;
+    let tail = dev.read_block(IoKind::Meta, tail_addr)?;
     verify_checkpoint_crc(&tail)
         .map_err(|e| e.at(format!("trailing copy at blkaddr {tail_addr}")))?;
     let tail_ver = Checkpoint::from_block(&tail).checkpoint_ver.get();
@@ -114,7 +114,7 @@ pub fn load_checkpoint(dev: &Device, sb: &SuperBlock) -> Result<CheckpointState>
     let mut raw = head;
     if payload > 0 {
         let mut extra = vec![0u8; payload * F2FS_BLKSIZE];
-        dev.read_blocks(start + 1, &mut extra)?;
+        dev.read_blocks(IoKind::Meta, start + 1, &mut extra)?;
         raw.extend_from_slice(&extra);
     }
     let (sit_off, nat_off) = cp.bitmap_offsets(payload as u32);
@@ -146,7 +146,7 @@ pub fn load_checkpoint(dev: &Device, sb: &SuperBlock) -> Result<CheckpointState>
         let blocks = f2fuse_layout::checkpoint::compacted_blocks_needed(counts) as u64;
         check_in_pack(start_sum, blocks + trailer, total, "compacted summaries")?;
         let mut bytes = vec![0u8; blocks as usize * F2FS_BLKSIZE];
-        dev.read_blocks(start + start_sum, &mut bytes)?;
+        dev.read_blocks(IoKind::Meta, start + start_sum, &mut bytes)?;
         let sums = decode_compacted_summaries(&bytes, counts)
             .map_err(|e| e.at(format!("checkpoint pack #{}", pack + 1)))?;
         for (i, entries) in sums.entries.into_iter().enumerate() {
@@ -158,7 +158,7 @@ pub fn load_checkpoint(dev: &Device, sb: &SuperBlock) -> Result<CheckpointState>
         check_in_pack(start_sum, base, total, "data summaries")?;
         let mut journals = (NatJournal::empty(), SitJournal::empty());
         for log in data_logs {
-            let block = dev.read_block(start + total - base + log as u64)?;
+            let block = dev.read_block(IoKind::Meta, start + total - base + log as u64)?;
             let sum = SummaryBlock::read_from_bytes(&block).expect("block size");
             match log {
                 CursegType::HotData => journals.0 = sum.nat_journal(),
@@ -177,7 +177,7 @@ pub fn load_checkpoint(dev: &Device, sb: &SuperBlock) -> Result<CheckpointState>
             CursegType::WarmNode,
             CursegType::ColdNode,
         ] {
-            let block = dev.read_block(start + total - 4 + log.cp_index() as u64)?;
+            let block = dev.read_block(IoKind::Meta, start + total - 4 + log.cp_index() as u64)?;
             let sum = SummaryBlock::read_from_bytes(&block).expect("block size");
             cur_summaries[log as usize] = Some(sum.entries.to_vec());
         }
@@ -214,7 +214,7 @@ fn check_in_pack(start_sum: u64, blocks: u64, total: u64, what: &str) -> Result<
 fn read_orphans(dev: &Device, first: u64, count: u64) -> Result<Vec<u32>> {
     let mut inos = Vec::new();
     for i in 0..count {
-        let block = dev.read_block(first + i)?;
+        let block = dev.read_block(IoKind::Meta, first + i)?;
         let orphan = OrphanBlock::read_from_bytes(&block).expect("block size");
         inos.extend(
             orphan

@@ -3,7 +3,7 @@
 //! segment and node managers this module drives.
 
 use crate::checkpoint::CheckpointState;
-use crate::device::Device;
+use crate::device::{Device, IoKind};
 use crate::error::Result;
 use crate::segment::{SegmentManager, SitFlush};
 use f2fuse_layout::checkpoint::{
@@ -174,9 +174,9 @@ pub fn write_checkpoint(
     let next_pack = 1 - cur.pack;
     let start = sb.cp_blkaddr.get() as u64 + ((next_pack as u64) << F2FS_LOG_BLOCKS_PER_SEG);
     dev.flush()?;
-    dev.write_blocks(start, &pack)?;
+    dev.write_blocks(IoKind::Meta, start, &pack)?;
     dev.flush()?;
-    dev.write_blocks(start + total as u64 - 1, &header)?;
+    dev.write_blocks(IoKind::Meta, start + total as u64 - 1, &header)?;
     dev.flush()?;
 
     // The new pack is in force.

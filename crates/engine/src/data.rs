@@ -1,7 +1,7 @@
 //! File data: mapping file block indexes to block addresses through the
 //! inode, direct, indirect and double-indirect nodes, and reading bytes.
 
-use crate::device::{Block, Device};
+use crate::device::{Block, Device, IoKind};
 use crate::error::{Error, Result};
 use crate::inline;
 use crate::inode::InodeInfo;
@@ -100,6 +100,15 @@ fn rest_of_node_range(path: &BlockPath, level: usize) -> u64 {
     span - within
 }
 
+/// How a file's data blocks are counted: dentry blocks or file contents.
+pub fn data_kind(inode: &InodeInfo) -> IoKind {
+    if inode.kind == crate::inode::FileKind::Directory {
+        IoKind::DirData
+    } else {
+        IoKind::UserData
+    }
+}
+
 /// Refuses files whose bytes this engine cannot decode.
 pub fn check_readable(inode: &InodeInfo) -> Result<()> {
     if inode.advise & fadvise::ENCRYPT != 0 {
@@ -172,7 +181,7 @@ pub fn read_data(
             dst.fill(0);
         } else {
             scratch.resize((run * bs) as usize, 0);
-            dev.read_blocks(addr as u64, &mut scratch)?;
+            dev.read_blocks(data_kind(inode), addr as u64, &mut scratch)?;
             let src_start = (copy_from - run_start) as usize;
             dst.copy_from_slice(&scratch[src_start..src_start + dst.len()]);
         }
@@ -181,11 +190,33 @@ pub fn read_data(
     Ok(len)
 }
 
-/// Physical extents of a file: (file block, block address, length), holes omitted.
-pub fn extents(nm: &NodeManager, inode: &InodeInfo) -> Result<Vec<(u64, u32, u64)>> {
+/// Where a run of file blocks lives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExtentPlace {
+    /// Consecutive main-area blocks starting at this address.
+    Blocks(u32),
+    /// Reserved (`NEW_ADDR`, e.g. by fallocate) but never written: reads as zeros.
+    Unwritten,
+}
+
+/// A run of file blocks stored the same way; holes are not extents.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Extent {
+    /// First file block.
+    pub logical: u64,
+    pub len: u64,
+    pub place: ExtentPlace,
+}
+
+/// Every extent of a file up to its size, in file order. Inline files and
+/// special files (whose address slots hold other things) have none.
+pub fn extent_map(nm: &NodeManager, inode: &InodeInfo) -> Result<Vec<Extent>> {
     check_readable(inode)?;
-    let mut out: Vec<(u64, u32, u64)> = Vec::new();
-    if inline::has_inline_data(inode) {
+    let mut out: Vec<Extent> = Vec::new();
+    if inline::has_inline_data(inode)
+        || inline::has_inline_dentry(inode)
+        || !matches!(inode.kind, Kind::Regular | Kind::Directory | Kind::Symlink)
+    {
         return Ok(out);
     }
     let mut mapper = BlockMapper::new(nm, inode);
@@ -193,21 +224,46 @@ pub fn extents(nm: &NodeManager, inode: &InodeInfo) -> Result<Vec<(u64, u32, u64
     let mut index = 0;
     while index < end {
         let (addr, run) = mapper.map_run(index)?;
-        if addr == NULL_ADDR || addr == NEW_ADDR {
-            index = index.saturating_add(run);
-            continue;
-        }
-        match out.last_mut() {
-            Some((fofs, blk, len))
-                if *fofs + *len == index && *blk as u64 + *len == addr as u64 =>
-            {
-                *len += 1
+        let place = match addr {
+            NULL_ADDR => {
+                index = index.saturating_add(run);
+                continue;
             }
-            _ => out.push((index, addr, 1)),
+            NEW_ADDR => ExtentPlace::Unwritten,
+            a => ExtentPlace::Blocks(a),
+        };
+        let continues = |last: &Extent| {
+            last.logical + last.len == index
+                && match (last.place, place) {
+                    (ExtentPlace::Blocks(start), ExtentPlace::Blocks(a)) => {
+                        start as u64 + last.len == a as u64
+                    }
+                    (a, b) => a == b,
+                }
+        };
+        match out.last_mut() {
+            Some(last) if continues(last) => last.len += 1,
+            _ => out.push(Extent {
+                logical: index,
+                len: 1,
+                place,
+            }),
         }
         index += 1;
     }
     Ok(out)
+}
+
+/// Physical extents of a file: (file block, block address, length); holes
+/// and unwritten blocks omitted.
+pub fn extents(nm: &NodeManager, inode: &InodeInfo) -> Result<Vec<(u64, u32, u64)>> {
+    Ok(extent_map(nm, inode)?
+        .into_iter()
+        .filter_map(|e| match e.place {
+            ExtentPlace::Blocks(addr) => Some((e.logical, addr, e.len)),
+            ExtentPlace::Unwritten => None,
+        })
+        .collect())
 }
 
 use crate::inode::{now, set_ctime, set_mtime, Ctx, FileKind as Kind};
@@ -402,6 +458,7 @@ pub fn write_blocks_upto(
                 Some((start, from, n)) if start + n as u32 == new => Some((start, from, n + 1)),
                 Some((start, from, n)) => {
                     ctx.dev.write_blocks(
+                        data_kind(inode),
                         start as u64,
                         &data[from * F2FS_BLKSIZE..(from + n) * F2FS_BLKSIZE],
                     )?;
@@ -416,6 +473,7 @@ pub fn write_blocks_upto(
     // On failure too, the blocks placed so far get their data and their count.
     let flushed = match run {
         Some((start, from, n)) => ctx.dev.write_blocks(
+            data_kind(inode),
             start as u64,
             &data[from * F2FS_BLKSIZE..(from + n) * F2FS_BLKSIZE],
         ),
@@ -524,7 +582,7 @@ fn read_block_into(ctx: &Ctx, inode: &InodeInfo, index: u64, out: &mut [u8]) -> 
         out.fill(0);
         Ok(())
     } else {
-        ctx.dev.read_blocks(addr as u64, out)
+        ctx.dev.read_blocks(data_kind(inode), addr as u64, out)
     }
 }
 

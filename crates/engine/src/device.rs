@@ -2,6 +2,7 @@
 //! optionally O_DIRECT), and an in-memory device for tests and simulations.
 
 use crate::error::{Error, Result};
+use crate::stats::ShardedCounters;
 use f2fuse_layout::F2FS_BLKSIZE;
 use parking_lot::RwLock;
 use std::fs::{File, OpenOptions};
@@ -26,14 +27,95 @@ pub fn zero_block() -> Block {
     vec![0u8; F2FS_BLKSIZE].into_boxed_slice()
 }
 
+/// What a device request carries, named by the caller that knows it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IoKind {
+    /// Contents of regular files and symlinks.
+    UserData,
+    /// Dentry blocks of directories.
+    DirData,
+    /// Node blocks: inodes, direct and indirect nodes, xattr nodes.
+    Node,
+    /// Superblock, checkpoint packs, SIT, NAT and SSA blocks.
+    Meta,
+    /// Data blocks read and rewritten by cleaning.
+    GcData,
+}
+
+impl IoKind {
+    pub const ALL: [IoKind; 5] = [
+        IoKind::UserData,
+        IoKind::DirData,
+        IoKind::Node,
+        IoKind::Meta,
+        IoKind::GcData,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            IoKind::UserData => "user data",
+            IoKind::DirData => "dir data",
+            IoKind::Node => "node",
+            IoKind::Meta => "meta",
+            IoKind::GcData => "gc data",
+        }
+    }
+}
+
+const KINDS: usize = IoKind::ALL.len();
+/// Counter layout: bytes read per kind, bytes written per kind, flushes.
+const FLUSHES: usize = 2 * KINDS;
+
+/// Bytes moved by a device, by kind (indexed like [`IoKind::ALL`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct IoStats {
+    pub read: [u64; KINDS],
+    pub written: [u64; KINDS],
+    pub flushes: u64,
+}
+
+impl IoStats {
+    pub fn read_of(&self, kind: IoKind) -> u64 {
+        self.read[kind as usize]
+    }
+
+    pub fn written_of(&self, kind: IoKind) -> u64 {
+        self.written[kind as usize]
+    }
+
+    pub fn total_read(&self) -> u64 {
+        self.read.iter().sum()
+    }
+
+    pub fn total_written(&self) -> u64 {
+        self.written.iter().sum()
+    }
+}
+
 /// Block-granular access with error context, shared by every subsystem.
+/// Every request names its [`IoKind`] and is counted (sharded: the data
+/// path of many threads must not share a counter).
 pub struct Device {
     inner: Box<dyn BlockDevice>,
+    counters: ShardedCounters<{ 2 * KINDS + 1 }>,
 }
 
 impl Device {
     pub fn new(inner: Box<dyn BlockDevice>) -> Device {
-        Device { inner }
+        Device {
+            inner,
+            counters: ShardedCounters::default(),
+        }
+    }
+
+    /// What this device has read, written and flushed since it was opened.
+    pub fn io_stats(&self) -> IoStats {
+        let totals = self.counters.totals();
+        IoStats {
+            read: std::array::from_fn(|k| totals[k]),
+            written: std::array::from_fn(|k| totals[KINDS + k]),
+            flushes: totals[FLUSHES],
+        }
     }
 
     pub fn size(&self) -> u64 {
@@ -44,14 +126,14 @@ impl Device {
         self.inner.size() / F2FS_BLKSIZE as u64
     }
 
-    pub fn read_block(&self, blkaddr: u64) -> Result<Block> {
+    pub fn read_block(&self, kind: IoKind, blkaddr: u64) -> Result<Block> {
         let mut block = zero_block();
-        self.read_blocks(blkaddr, &mut block)?;
+        self.read_blocks(kind, blkaddr, &mut block)?;
         Ok(block)
     }
 
     /// Reads consecutive blocks into `buf` (a multiple of 4 KiB).
-    pub fn read_blocks(&self, blkaddr: u64, buf: &mut [u8]) -> Result<()> {
+    pub fn read_blocks(&self, kind: IoKind, blkaddr: u64, buf: &mut [u8]) -> Result<()> {
         debug_assert!(buf.len().is_multiple_of(F2FS_BLKSIZE));
         let end = blkaddr + (buf.len() / F2FS_BLKSIZE) as u64;
         if end > self.block_count() {
@@ -65,20 +147,26 @@ impl Device {
         }
         self.inner
             .read_at(blkaddr * F2FS_BLKSIZE as u64, buf)
-            .map_err(|e| Error::io(format!("reading blkaddr {blkaddr}"), e))
+            .map_err(|e| Error::io(format!("reading blkaddr {blkaddr}"), e))?;
+        self.counters.add(kind as usize, buf.len() as u64);
+        Ok(())
     }
 
-    pub fn write_blocks(&self, blkaddr: u64, buf: &[u8]) -> Result<()> {
+    pub fn write_blocks(&self, kind: IoKind, blkaddr: u64, buf: &[u8]) -> Result<()> {
         debug_assert!(buf.len().is_multiple_of(F2FS_BLKSIZE));
         self.inner
             .write_at(blkaddr * F2FS_BLKSIZE as u64, buf)
-            .map_err(|e| Error::io(format!("writing blkaddr {blkaddr}"), e))
+            .map_err(|e| Error::io(format!("writing blkaddr {blkaddr}"), e))?;
+        self.counters.add(KINDS + kind as usize, buf.len() as u64);
+        Ok(())
     }
 
     pub fn flush(&self) -> Result<()> {
         self.inner
             .flush()
-            .map_err(|e| Error::io("flushing the device", e))
+            .map_err(|e| Error::io("flushing the device", e))?;
+        self.counters.add(FLUSHES, 1);
+        Ok(())
     }
 }
 

@@ -2,7 +2,7 @@
 //! dentry area) and listing every entry.
 
 use crate::data::BlockMapper;
-use crate::device::Device;
+use crate::device::{Device, IoKind};
 use crate::error::Result;
 use crate::inline;
 use crate::inode::{FileKind, InodeInfo};
@@ -90,7 +90,7 @@ pub fn lookup(
             if addr == NULL_ADDR || addr == NEW_ADDR {
                 continue;
             }
-            let block = dev.read_block(addr as u64)?;
+            let block = dev.read_block(IoKind::DirData, addr as u64)?;
             let set = DentrySet::new(&block, DentryGeometry::BLOCK);
             if let Some(e) = set
                 .find(name, hash)
@@ -125,7 +125,7 @@ pub fn read_dir(dev: &Device, nm: &NodeManager, dir: &InodeInfo) -> Result<Vec<D
             index = index.saturating_add(run);
             continue;
         }
-        let block = dev.read_block(addr as u64)?;
+        let block = dev.read_block(IoKind::DirData, addr as u64)?;
         let set = DentrySet::new(&block, DentryGeometry::BLOCK);
         for e in set
             .entries()
@@ -167,7 +167,8 @@ fn read_dentry_block(ctx: &Ctx, dir: &InodeInfo, index: u64) -> Result<Option<Ve
         return Ok(None);
     }
     let mut block = vec![0u8; F2FS_BLKSIZE];
-    ctx.dev.read_blocks(addr as u64, &mut block)?;
+    ctx.dev
+        .read_blocks(IoKind::DirData, addr as u64, &mut block)?;
     Ok(Some(block))
 }
 

@@ -19,7 +19,9 @@ use crate::inode::{
     InodeInfo, NewInode, Timestamp,
 };
 use crate::node::{NodeManager, NodeStamp};
+use crate::report::{FileExtents, LogStatus, Status};
 use crate::segment::{SegmentManager, SitTable};
+use crate::stats::ShardedCounters;
 use crate::superblock::{load_superblock, LoadedSuperblock};
 use crate::xattr::{self, read_xattrs, SetMode};
 use f2fuse_layout::node::inode_checksum_seed;
@@ -112,6 +114,18 @@ pub struct Fs {
     check: InodeCheck,
     sit: Mutex<Option<Arc<SitTable>>>,
     writer: Option<Writer>,
+    /// Indexed by [`FsCounter`]; sharded because reads and writes of many
+    /// threads bump them.
+    counters: ShardedCounters<3>,
+}
+
+/// What the facade counts itself (the layers below count their own work).
+enum FsCounter {
+    /// Bytes callers passed to `write` and got accepted.
+    UserBytesWritten,
+    /// Bytes `read` returned.
+    UserBytesRead,
+    CheckpointsWritten,
 }
 
 /// Features an image may have for us to write it.
@@ -180,6 +194,7 @@ impl Fs {
             check,
             sit: Mutex::new(None),
             writer: None,
+            counters: ShardedCounters::default(),
         };
         let root = fs.inode(F2FS_ROOT_INO)?;
         if root.kind != FileKind::Directory {
@@ -345,7 +360,10 @@ impl Fs {
         if inode.kind == FileKind::Directory {
             return Err(Error::errno(libc::EISDIR, format!("inode {}", inode.ino)));
         }
-        data::read_data(&self.dev, &self.nm, inode, offset, buf)
+        let n = data::read_data(&self.dev, &self.nm, inode, offset, buf)?;
+        self.counters
+            .add(FsCounter::UserBytesRead as usize, n as u64);
+        Ok(n)
     }
 
     /// Reads the current contents of file `ino` (consistent with concurrent writers).
@@ -405,6 +423,73 @@ impl Fs {
     pub fn extents(&self, inode: &InodeInfo) -> Result<Vec<(u64, u32, u64)>> {
         let _read = self.read_guard();
         data::extents(&self.nm, inode)
+    }
+
+    /// The extents of the file at `path` (not following a final symlink),
+    /// consistent with concurrent writers of that file.
+    pub fn file_extents(&self, path: &str) -> Result<FileExtents> {
+        let ino = self.resolve(path)?.ino;
+        let _read = self.read_guard();
+        let lock = self.writer.as_ref().map(|_| self.inode_lock(ino));
+        let _guard = lock.as_ref().map(|l| l.read());
+        let inode = self.inode(ino)?;
+        Ok(FileExtents {
+            path: path.to_string(),
+            ino,
+            size: inode.size,
+            blocks: inode.blocks,
+            inline: inline::has_inline_data(&inode) || inline::has_inline_dentry(&inode),
+            extents: data::extent_map(&self.nm, &inode)?,
+        })
+    }
+
+    /// The main area's layout now and the counters since this open. On a
+    /// read-only open the layout is the last checkpoint's.
+    pub fn status(&self) -> Result<Status> {
+        let _read = self.read_guard();
+        // Taken before the segment manager's lock: cleaning holds the GC
+        // lock while it takes that one.
+        let gc = self.gc_stats();
+        let snapshot = |sm: &SegmentManager| Status {
+            writable: self.writer.is_some(),
+            main_segments: sm.main_segments(),
+            segs_per_sec: sm.segs_per_sec(),
+            free_sections: sm.free_sections(),
+            segments: sm.segment_counts(),
+            user_blocks: sm.user_blocks,
+            valid_blocks: sm.valid_blocks,
+            valid_nodes: sm.valid_nodes,
+            valid_inodes: sm.valid_inodes,
+            logs: CursegType::ALL
+                .iter()
+                .map(|&log| {
+                    let cs = &sm.cursegs[log as usize];
+                    LogStatus {
+                        log,
+                        segno: cs.segno,
+                        next_blkoff: cs.next_blkoff,
+                        ssr: cs.alloc_type == f2fuse_layout::checkpoint::SSR,
+                    }
+                })
+                .collect(),
+            alloc: sm.stats.clone(),
+            gc: gc.clone(),
+            checkpoints: self.counters.get(FsCounter::CheckpointsWritten as usize),
+            node_cache: self.nm.cache_stats(),
+            io: self.dev.io_stats(),
+            user_bytes_written: self.counters.get(FsCounter::UserBytesWritten as usize),
+            user_bytes_read: self.counters.get(FsCounter::UserBytesRead as usize),
+        };
+        match &self.writer {
+            Some(w) => Ok(snapshot(&w.space.lock())),
+            None => {
+                // The allocator built from the checkpoint: its layout view,
+                // with no allocation done.
+                let sit = self.sit()?;
+                let sm = SegmentManager::new(&self.dev, self.superblock(), &self.cp.read(), &sit)?;
+                Ok(snapshot(&sm))
+            }
+        }
     }
 
     pub fn has_inline_data(&self, inode: &InodeInfo) -> bool {
@@ -681,6 +766,7 @@ impl Fs {
             next_free_nid: self.nm.next_free_nid(),
         };
         write_checkpoint(&self.dev, self.superblock(), &mut cp, &space, req)?;
+        self.counters.add(FsCounter::CheckpointsWritten as usize, 1);
         space.commit_checkpoint();
         self.nm.commit_checkpoint(nat);
         *w.last_checkpoint.lock() = Instant::now();
@@ -1275,7 +1361,7 @@ impl Fs {
             }
             return Ok(done);
         }
-        self.mutate(|ctx| {
+        let written = self.mutate(|ctx| {
             let lock = self.inode_lock(ino);
             let _guard = lock.write();
             let inode = ctx.inode(ino)?;
@@ -1292,7 +1378,10 @@ impl Fs {
                 }
             }
             data::write_data(ctx, ino, offset, buf)
-        })
+        })?;
+        self.counters
+            .add(FsCounter::UserBytesWritten as usize, written as u64);
+        Ok(written)
     }
 
     /// Changes attributes; returns the inode afterwards.

@@ -3,6 +3,7 @@
 //! fsck.f2fs: 0 clean, 4 errors left, 8 operational error, 255 the image
 //! cannot even be opened.
 
+use crate::device::IoKind;
 use crate::error::{Error, Result};
 use crate::fs::Fs;
 use crate::inode::{FileKind, InodeInfo};
@@ -97,7 +98,7 @@ impl Checker<'_> {
             let raw = self
                 .fs
                 .device()
-                .read_block(sb.ssa_blkaddr.get() as u64 + segno as u64)?;
+                .read_block(IoKind::Meta, sb.ssa_blkaddr.get() as u64 + segno as u64)?;
             let block = SummaryBlock::read_from_bytes(&raw).expect("block size");
             self.ssa.insert(segno, block.entries.to_vec());
         }
@@ -418,7 +419,7 @@ impl Checker<'_> {
                 if addr == NULL_ADDR || addr == NEW_ADDR {
                     continue;
                 }
-                let block = self.fs.device().read_block(addr as u64)?;
+                let block = self.fs.device().read_block(IoKind::DirData, addr as u64)?;
                 visit(
                     self,
                     DentrySet::new(&block, DentryGeometry::BLOCK),

@@ -11,6 +11,7 @@
 //! live iff its summary's parent node still has the NAT version recorded in
 //! the summary and still maps that file block to this address.
 
+use crate::device::IoKind;
 use crate::error::Result;
 use crate::inode::Ctx;
 use crate::node::NodeExpect;
@@ -24,8 +25,9 @@ pub enum VictimPolicy {
     CostBenefit,
 }
 
-/// Counters of cleaning work.
-#[derive(Debug, Clone, Default)]
+/// Counters of cleaning work. Plain fields: cleaning runs alone (it holds
+/// the operation lock exclusively), so nothing contends for them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct GcStats {
     pub foreground_runs: u64,
     pub background_runs: u64,
@@ -196,14 +198,14 @@ fn move_data(ctx: &Ctx, state: &mut GcState, blkaddr: u32, sum: Summary) -> Resu
     if current != blkaddr {
         return Ok(());
     }
-    let data = ctx.dev.read_block(blkaddr as u64)?;
+    let data = ctx.dev.read_block(IoKind::GcData, blkaddr as u64)?;
     let new = {
         let mut sm = ctx.space.lock();
         let new = sm.allocate(CursegType::ColdData, sum)?;
         sm.invalidate(blkaddr);
         new
     };
-    ctx.dev.write_blocks(new as u64, &data)?;
+    ctx.dev.write_blocks(IoKind::GcData, new as u64, &data)?;
     ctx.nm.update_node(nid, NodeExpect::default(), |b| {
         b[byte..byte + 4].copy_from_slice(&new.to_le_bytes())
     })?;

@@ -1,9 +1,10 @@
 //! The f2fuse engine: an F2FS implementation in user space, split the way
 //! the kernel's fs/f2fs is. Lower modules never use higher ones:
 //!
-//! `device` < `superblock` < `checkpoint` < `segment` < `node` < `inode`
-//! < `inline` < `data` < `xattr` < `dir` < `fs` (the facade), with `mkfs`
-//! beside `fs` using only the device and the layout crate.
+//! `stats` < `device` < `superblock` < `checkpoint` < `segment` < `node`
+//! < `inode` < `inline` < `data` < `xattr` < `dir` < `gc` < `commit`
+//! < `report` < `fs` (the facade), with `mkfs` beside `fs` using only the
+//! device and the layout crate.
 
 pub mod checkpoint;
 pub mod commit;
@@ -18,10 +19,13 @@ pub mod inline;
 pub mod inode;
 pub mod mkfs;
 pub mod node;
+pub mod report;
 pub mod segment;
+pub mod stats;
 pub mod superblock;
 pub mod xattr;
 
 pub use error::{Error, Result};
 pub use fs::{Fs, OpenOptions, StatFs};
 pub use inode::{FileKind, InodeInfo, Timestamp};
+pub use report::{FileExtents, Json, Status};

@@ -7,7 +7,7 @@
 //! log (so no stale fsync chain can be replayed), both checkpoint packs, and
 //! last the two superblocks: an interrupted mkfs leaves no valid file system.
 
-use crate::device::{Device, FileDevice, FileDeviceOptions};
+use crate::device::{Device, FileDevice, FileDeviceOptions, IoKind};
 use crate::error::{Error, Result};
 use f2fuse_layout::checkpoint::{
     encode_compacted_summaries, new_checkpoint_block, seal_checkpoint_block, Checkpoint,
@@ -203,12 +203,14 @@ pub fn format(dev: &Device, opts: &MkfsOptions, known_zero: bool) -> Result<Mkfs
     if !known_zero {
         zero_blocks(
             dev,
+            IoKind::Meta,
             geo.sit_blkaddr as u64,
             (geo.segment_count_sit / 2 * BLOCKS_PER_SEG) as u64,
         )?;
         for seg in 0..geo.segment_count_nat / 2 {
             zero_blocks(
                 dev,
+                IoKind::Meta,
                 nat_block_addr(geo.nat_blkaddr, seg * BLOCKS_PER_SEG, 0),
                 BLOCKS_PER_SEG as u64,
             )?;
@@ -230,7 +232,11 @@ pub fn format(dev: &Device, opts: &MkfsOptions, known_zero: bool) -> Result<Mkfs
         let off = *nid as usize * 9;
         nat_block[off..off + 9].copy_from_slice(entry.as_bytes());
     }
-    dev.write_blocks(nat_block_addr(geo.nat_blkaddr, 0, 0), &nat_block)?;
+    dev.write_blocks(
+        IoKind::Meta,
+        nat_block_addr(geo.nat_blkaddr, 0, 0),
+        &nat_block,
+    )?;
 
     // Directories: the root, and lost+found inside it.
     let inode_ctx = InodeContext {
@@ -255,10 +261,15 @@ pub fn format(dev: &Device, opts: &MkfsOptions, known_zero: bool) -> Result<Mkfs
         dentry_addr: root_dentry_addr,
     };
     dev.write_blocks(
+        IoKind::Node,
         root_inode_addr as u64,
         &dir_inode_block(&inode_ctx, &root, root_inode_addr),
     )?;
-    dev.write_blocks(root_dentry_addr as u64, &dentry_block(&root_entries))?;
+    dev.write_blocks(
+        IoKind::DirData,
+        root_dentry_addr as u64,
+        &dentry_block(&root_entries),
+    )?;
     if let Some((nid, inode_addr, dentry_addr)) = lf {
         let spec = DirSpec {
             ino: nid,
@@ -271,24 +282,26 @@ pub fn format(dev: &Device, opts: &MkfsOptions, known_zero: bool) -> Result<Mkfs
             dentry_addr,
         };
         dev.write_blocks(
+            IoKind::Node,
             inode_addr as u64,
             &dir_inode_block(&inode_ctx, &spec, inode_addr),
         )?;
         dev.write_blocks(
+            IoKind::DirData,
             dentry_addr as u64,
             &dentry_block(&[(b".", nid), (b"..", F2FS_ROOT_INO)]),
         )?;
     }
     // Roll-forward recovery starts at the warm node log: make sure nothing stale is there.
-    zero_blocks(dev, seg_addr(CursegType::WarmNode) as u64, 1)?;
+    zero_blocks(dev, IoKind::Node, seg_addr(CursegType::WarmNode) as u64, 1)?;
 
     let dirs = 1 + lost_found as u32;
     write_checkpoint_packs(dev, &geo, cp_ver, known_zero, &nat_entries[2..], dirs)?;
     dev.flush()?;
     // The superblocks last: until they exist the device is not an F2FS image.
     let sb_block = sb.to_block();
-    dev.write_blocks(0, &sb_block)?;
-    dev.write_blocks(1, &sb_block)?;
+    dev.write_blocks(IoKind::Meta, 0, &sb_block)?;
+    dev.write_blocks(IoKind::Meta, 1, &sb_block)?;
     dev.flush()?;
     Ok(MkfsReport {
         geometry: geo,
@@ -556,18 +569,18 @@ fn write_checkpoint_packs(
         pack_bytes.extend_from_slice(&node_sums);
         pack_bytes.extend_from_slice(&header);
         debug_assert_eq!(pack_bytes.len(), (6 + payload as usize) * F2FS_BLKSIZE);
-        dev.write_blocks(start, &pack_bytes)?;
+        dev.write_blocks(IoKind::Meta, start, &pack_bytes)?;
     }
     Ok(())
 }
 
-fn zero_blocks(dev: &Device, start: u64, count: u64) -> Result<()> {
+fn zero_blocks(dev: &Device, kind: IoKind, start: u64, count: u64) -> Result<()> {
     const CHUNK: u64 = 256;
     let zeros = vec![0u8; (CHUNK as usize) * F2FS_BLKSIZE];
     let mut done = 0;
     while done < count {
         let n = CHUNK.min(count - done);
-        dev.write_blocks(start + done, &zeros[..n as usize * F2FS_BLKSIZE])?;
+        dev.write_blocks(kind, start + done, &zeros[..n as usize * F2FS_BLKSIZE])?;
         done += n;
     }
     Ok(())

@@ -10,8 +10,9 @@
 //! has block_addr `NEW_ADDR` and lives only in the cache.
 
 use crate::checkpoint::CheckpointState;
-use crate::device::{Block, Device};
+use crate::device::{Block, Device, IoKind};
 use crate::error::{Error, Result};
+use crate::stats::ShardedCounters;
 use f2fuse_layout::node::{footer_of, footer_of_mut};
 use f2fuse_layout::segment::{nat_block_addr, NatBlock, NatEntry};
 use f2fuse_layout::superblock::SuperBlock;
@@ -20,6 +21,24 @@ use parking_lot::{Mutex, RwLock};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use zerocopy::FromBytes;
+
+/// Where a node read found its block.
+enum NodeSource {
+    /// The dirty node cache (changed since the last node write).
+    Dirty,
+    /// The clean cache of node blocks by address.
+    Clean,
+    /// Neither: read from the device.
+    Device,
+}
+
+/// Node reads by where they were served from.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct NodeCacheStats {
+    pub dirty_hits: u64,
+    pub clean_hits: u64,
+    pub misses: u64,
+}
 
 /// What a caller knows about the node it is about to read.
 #[derive(Debug, Clone, Copy, Default)]
@@ -65,6 +84,8 @@ pub struct NodeManager {
     clean: Mutex<CleanCache>,
     /// Serializes nid allocation so a scan never re-offers a nid just handed out.
     alloc_lock: Mutex<()>,
+    /// Where node reads were served from (indexed by [`NodeSource`]).
+    lookups: ShardedCounters<3>,
     /// Inode checksums are kept current in cached inode blocks too.
     features: u32,
     checksum_seed: u32,
@@ -108,6 +129,7 @@ impl NodeManager {
             dirty_nodes: Mutex::new(HashMap::new()),
             clean: Mutex::new(CleanCache::default()),
             alloc_lock: Mutex::new(()),
+            lookups: ShardedCounters::default(),
             features: sb.feature.get(),
             checksum_seed: f2fuse_layout::node::inode_checksum_seed(&sb.uuid),
         })
@@ -117,6 +139,16 @@ impl NodeManager {
         self.max_nid
     }
 
+    /// Where node reads were served from since the file system was opened.
+    pub fn cache_stats(&self) -> NodeCacheStats {
+        let [dirty_hits, clean_hits, misses] = self.lookups.totals();
+        NodeCacheStats {
+            dirty_hits,
+            clean_hits,
+            misses,
+        }
+    }
+
     pub fn is_main_blkaddr(&self, blkaddr: u32) -> bool {
         (self.main_start..self.main_end).contains(&(blkaddr as u64))
     }
@@ -124,7 +156,7 @@ impl NodeManager {
     fn read_nat_block(&self, index: u32, copy: u8) -> Result<Arc<Vec<NatEntry>>> {
         let raw = self
             .dev
-            .read_block(nat_block_addr(self.nat_blkaddr, index, copy))?;
+            .read_block(IoKind::Meta, nat_block_addr(self.nat_blkaddr, index, copy))?;
         let block = NatBlock::read_from_bytes(&raw).expect("block size");
         Ok(Arc::new(block.entries.to_vec()))
     }
@@ -220,7 +252,10 @@ impl NodeManager {
         }
         let cached = self.dirty_nodes.lock().get(&nid).cloned();
         let block = match cached {
-            Some(block) => block,
+            Some(block) => {
+                self.lookups.add(NodeSource::Dirty as usize, 1);
+                block
+            }
             None => {
                 if !self.is_main_blkaddr(blkaddr) {
                     return Err(fail(format!(
@@ -230,9 +265,13 @@ impl NodeManager {
                 }
                 let cached = self.clean.lock().get(blkaddr);
                 match cached {
-                    Some(block) => block,
+                    Some(block) => {
+                        self.lookups.add(NodeSource::Clean as usize, 1);
+                        block
+                    }
                     None => {
-                        let block = self.dev.read_block(blkaddr as u64)?;
+                        self.lookups.add(NodeSource::Device as usize, 1);
+                        let block = self.dev.read_block(IoKind::Node, blkaddr as u64)?;
                         self.clean.lock().insert(blkaddr, &block);
                         block
                     }
@@ -416,6 +455,7 @@ impl NodeManager {
                         .copy_from_slice(zerocopy::IntoBytes::as_bytes(entry));
                 }
                 self.dev.write_blocks(
+                    IoKind::Meta,
                     nat_block_addr(self.nat_blkaddr, index, new_copy as u8),
                     &raw,
                 )?;
@@ -547,7 +587,8 @@ impl NodeManager {
             for (_, _, block) in &placed[i..j] {
                 buf.extend_from_slice(block);
             }
-            self.dev.write_blocks(placed[i].0 as u64, &buf)?;
+            self.dev
+                .write_blocks(IoKind::Node, placed[i].0 as u64, &buf)?;
             i = j;
         }
         // Only now that the blocks are written may readers reach them through the NAT.

@@ -2,21 +2,54 @@
 //! log types, read from the current SIT copies and overridden by the journal.
 
 use crate::checkpoint::CheckpointState;
-use crate::device::Device;
+use crate::device::{Device, IoKind};
 use crate::error::Result;
 use f2fuse_layout::segment::{sit_block_addr, SitBlock, SitEntry};
 use f2fuse_layout::superblock::SuperBlock;
 use f2fuse_layout::*;
 use zerocopy::FromBytes;
 
+/// Main-area segments by state; every segment is in exactly one of
+/// free, prefree, dirty and full, so they add up to the main segments.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SegmentCounts {
+    /// No valid block now nor at the last checkpoint, and not a log's segment.
+    pub free: u32,
+    /// No valid block now but some at the last checkpoint: free after the next one.
+    pub prefree: u32,
+    /// Some blocks valid, or a log's segment (open for writing) not yet full.
+    pub dirty: u32,
+    /// Every block valid.
+    pub full: u32,
+    /// Segments the six logs write to (counted in dirty or full as well).
+    pub current: u32,
+}
+
+impl SegmentCounts {
+    /// Counts segments given as (valid blocks now, valid at the last checkpoint, is a log's).
+    pub fn classify(segments: impl Iterator<Item = (u32, u32, bool)>) -> SegmentCounts {
+        let mut counts = SegmentCounts::default();
+        for (valid, ckpt_valid, current) in segments {
+            counts.current += current as u32;
+            match (valid, ckpt_valid, current) {
+                (BLOCKS_PER_SEG, _, _) => counts.full += 1,
+                (0, 0, false) => counts.free += 1,
+                (0, _, false) => counts.prefree += 1,
+                _ => counts.dirty += 1,
+            }
+        }
+        counts
+    }
+
+    pub fn total(&self) -> u32 {
+        self.free + self.prefree + self.dirty + self.full
+    }
+}
+
 /// Usage of the main area, counted from the SIT.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SegmentUsage {
-    /// Segments with no valid block that are not current.
-    pub free: u32,
-    /// Segments with some but not all blocks valid.
-    pub dirty: u32,
-    pub full: u32,
+    pub segments: SegmentCounts,
     pub valid_blocks: u64,
     pub valid_node_blocks: u64,
     /// Segments per log type (0..6), counting only segments with valid blocks or current.
@@ -44,6 +77,7 @@ impl SitTable {
             }
             let mut buf = vec![0u8; run as usize * F2FS_BLKSIZE];
             dev.read_blocks(
+                IoKind::Meta,
                 sit_block_addr(sb.sit_blkaddr.get(), per_copy, index, copy),
                 &mut buf,
             )?;
@@ -76,22 +110,25 @@ impl SitTable {
             .iter()
             .map(|&log| cp.cp.curseg(log).0)
             .collect();
-        let mut usage = SegmentUsage::default();
+        let is_current = |segno: usize| current.contains(&(segno as u32));
+        let mut usage = SegmentUsage {
+            // A loaded SIT is the checkpoint's: valid now = valid at the checkpoint.
+            segments: SegmentCounts::classify(self.entries.iter().enumerate().map(
+                |(segno, entry)| {
+                    let valid = entry.valid_blocks();
+                    (valid, valid, is_current(segno))
+                },
+            )),
+            ..SegmentUsage::default()
+        };
         for (segno, entry) in self.entries.iter().enumerate() {
             let valid = entry.valid_blocks();
-            let is_current = current.contains(&(segno as u32));
             usage.valid_blocks += valid as u64;
             if CursegType::from_u8(entry.seg_type()).is_some_and(|t| t.is_node()) {
                 usage.valid_node_blocks += valid as u64;
             }
-            if valid > 0 || is_current {
+            if valid > 0 || is_current(segno) {
                 usage.per_type[entry.seg_type() as usize] += 1;
-            }
-            match valid {
-                0 if !is_current => usage.free += 1,
-                0 => {}
-                v if v == BLOCKS_PER_SEG => usage.full += 1,
-                _ => usage.dirty += 1,
             }
         }
         usage
@@ -154,12 +191,18 @@ pub struct CurSeg {
     pub sums: Vec<Summary>,
 }
 
-/// Counters the status report and the lab read.
-#[derive(Debug, Clone, Default)]
+/// Allocation counters, per log. Plain fields: they change only under the
+/// segment manager's lock, which every allocation holds anyway.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct AllocStats {
-    pub blocks_allocated: [u64; NR_CURSEG_TYPE],
-    pub ssr_blocks: u64,
+    /// Blocks handed out by appending to a free segment.
+    pub lfs_blocks: [u64; NR_CURSEG_TYPE],
+    /// Blocks handed out by filling holes of a dirty segment.
+    pub ssr_blocks: [u64; NR_CURSEG_TYPE],
+    /// New (free) segments a log moved to.
     pub segments_opened: u64,
+    /// Times a log switched to SSR on a dirty segment.
+    pub ssr_switches: u64,
 }
 
 /// Block allocation over the six logs, SIT bookkeeping, SSA writes.
@@ -217,7 +260,7 @@ impl SegmentManager {
                 // Rebuild from the footers of the blocks written so far.
                 let start = main_blkaddr as u64 + segno as u64 * BLOCKS_PER_SEG as u64;
                 let mut buf = vec![0u8; blkoff as usize * F2FS_BLKSIZE];
-                dev.read_blocks(start, &mut buf)?;
+                dev.read_blocks(IoKind::Node, start, &mut buf)?;
                 for block in buf.chunks_exact(F2FS_BLKSIZE) {
                     let nid = f2fuse_layout::node::footer_of(block).nid.get();
                     sums.push(Summary::new(nid, 0, 0));
@@ -315,6 +358,17 @@ impl SegmentManager {
 
     fn is_current(&self, segno: u32) -> bool {
         self.cursegs.iter().any(|c| c.segno == segno)
+    }
+
+    /// Every main-area segment by state, as of now.
+    pub fn segment_counts(&self) -> SegmentCounts {
+        SegmentCounts::classify(self.segs.iter().enumerate().map(|(segno, s)| {
+            (
+                s.valid as u32,
+                s.ckpt_valid as u32,
+                self.is_current(segno as u32),
+            )
+        }))
     }
 
     /// Free segments (excluding the current ones).
@@ -444,9 +498,10 @@ impl SegmentManager {
             };
             seg.valid += 1;
             self.dirty_sit.insert(segno);
-            self.stats.blocks_allocated[log as usize] += 1;
             if ssr {
-                self.stats.ssr_blocks += 1;
+                self.stats.ssr_blocks[log as usize] += 1;
+            } else {
+                self.stats.lfs_blocks[log as usize] += 1;
             }
             return Ok(self.blkaddr_of(segno, off as u32));
         }
@@ -518,6 +573,7 @@ impl SegmentManager {
         cs.sums = sums;
         self.segs[segno as usize].seg_type = log as u8;
         self.dirty_sit.insert(segno);
+        self.stats.ssr_switches += 1;
         Ok(true)
     }
 
@@ -530,7 +586,7 @@ impl SegmentManager {
         if let Some((_, block)) = self.pending_ssa.iter().find(|(s, _)| *s == segno) {
             return Ok(block.entries.to_vec());
         }
-        let raw = self.dev.read_block(self.ssa_addr(segno))?;
+        let raw = self.dev.read_block(IoKind::Meta, self.ssa_addr(segno))?;
         let block = SummaryBlock::read_from_bytes(&raw).expect("block size");
         Ok(block.entries.to_vec())
     }
@@ -612,7 +668,7 @@ impl SegmentManager {
     /// Writes queued SSA blocks.
     pub fn write_pending_ssa(&mut self, dev: &Device) -> Result<()> {
         for (segno, block) in std::mem::take(&mut self.pending_ssa) {
-            dev.write_blocks(self.ssa_addr(segno), block.as_bytes())?;
+            dev.write_blocks(IoKind::Meta, self.ssa_addr(segno), block.as_bytes())?;
         }
         Ok(())
     }
@@ -657,6 +713,7 @@ impl SegmentManager {
             }
             let new_copy = !bitmap::test_bit_msb(&bits, index as usize);
             dev.write_blocks(
+                IoKind::Meta,
                 sit_addr(sb.sit_blkaddr.get(), per_copy, index, new_copy as u8),
                 block.as_bytes(),
             )?;

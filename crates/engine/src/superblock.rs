@@ -1,6 +1,6 @@
 //! Choosing the superblock: copy #1 at block 0 unless it is invalid, then copy #2.
 
-use crate::device::Device;
+use crate::device::{Device, IoKind};
 use crate::error::{Error, Result};
 use f2fuse_layout::superblock::{decode_superblock_copy, SuperBlock};
 use f2fuse_layout::{feature, Corrupt, F2FS_BLKSIZE};
@@ -42,7 +42,7 @@ pub fn load_superblock(dev: &Device) -> Result<LoadedSuperblock> {
     let mut errors = Vec::new();
     let mut found = None;
     for copy in 0..2 {
-        let block = dev.read_block(copy as u64)?;
+        let block = dev.read_block(IoKind::Meta, copy as u64)?;
         match decode_superblock_copy(&block, copy) {
             Ok(sb) if found.is_none() => found = Some((sb, copy)),
             Ok(_) => {}

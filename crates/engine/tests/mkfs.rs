@@ -3,7 +3,7 @@
 
 mod support;
 
-use f2fuse_engine::device::MemDevice;
+use f2fuse_engine::device::{IoKind, MemDevice};
 use f2fuse_engine::mkfs::{format, format_path, MkfsOptions};
 use f2fuse_engine::{FileKind, Fs, OpenOptions};
 use f2fuse_layout::checkpoint::Checkpoint;
@@ -198,7 +198,7 @@ fn formats_an_in_memory_device_reproducibly() {
         let device = f2fuse_engine::device::Device::new(Box::new(dev));
         format(&device, opts, true).unwrap();
         let mut bytes = vec![0u8; 80 << 20];
-        device.read_blocks(0, &mut bytes).unwrap();
+        device.read_blocks(IoKind::Meta, 0, &mut bytes).unwrap();
         bytes
     };
     let first = image(&opts);

@@ -1,6 +1,6 @@
 //! The orphan list of a checkpoint pack is read back exactly.
 
-use f2fuse_engine::device::{Device, MemDevice};
+use f2fuse_engine::device::{Device, IoKind, MemDevice};
 use f2fuse_engine::mkfs::{format, MkfsOptions};
 use f2fuse_engine::Fs;
 use f2fuse_layout::checkpoint::{seal_checkpoint_block, Checkpoint, OrphanBlock};
@@ -20,7 +20,7 @@ fn image_with_orphans(inos: &[u32]) -> Vec<u8> {
     };
     format(&dev, &opts, true).unwrap();
     let mut bytes = vec![0u8; SIZE];
-    dev.read_blocks(0, &mut bytes).unwrap();
+    dev.read_blocks(IoKind::Meta, 0, &mut bytes).unwrap();
 
     let pack = 512 * F2FS_BLKSIZE;
     let block = |i: usize| bytes[pack + i * F2FS_BLKSIZE..pack + (i + 1) * F2FS_BLKSIZE].to_vec();

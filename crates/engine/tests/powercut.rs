@@ -7,7 +7,7 @@
 
 mod support;
 
-use f2fuse_engine::device::{Device, MemDevice, SimDevice, SimEvent};
+use f2fuse_engine::device::{Device, IoKind, MemDevice, SimDevice, SimEvent};
 use f2fuse_engine::fs::RenameFlags;
 use f2fuse_engine::mkfs::{format, MkfsOptions};
 use f2fuse_engine::{FileKind, Fs};
@@ -55,7 +55,7 @@ fn fresh_image() -> Vec<u8> {
     };
     format(&dev, &opts, true).unwrap();
     let mut bytes = vec![0u8; SIZE as usize];
-    dev.read_blocks(0, &mut bytes).unwrap();
+    dev.read_blocks(IoKind::Meta, 0, &mut bytes).unwrap();
     bytes
 }
 

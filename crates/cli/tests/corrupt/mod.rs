@@ -5,6 +5,7 @@
 // Not every test uses every helper.
 #![allow(dead_code)]
 
+use f2fuse_engine::device::IoKind;
 use f2fuse_engine::{Error, FileKind, Fs, InodeInfo, OpenOptions};
 use f2fuse_layout::dentry::{DentryGeometry, DentrySet};
 use f2fuse_layout::segment::nat_block_addr;
@@ -332,7 +333,7 @@ pub fn find_dentry(fs: &Fs, dir_path: &str, name: &[u8]) -> DentryLocation {
     }
     let img_dev = fs.device();
     for (blkaddr, set_offset, geo) in sets {
-        let block = img_dev.read_block(blkaddr).unwrap();
+        let block = img_dev.read_block(IoKind::DirData, blkaddr).unwrap();
         let set = DentrySet::new(&block[set_offset..], geo);
         for e in set.entries().unwrap() {
             if e.name == name {

@@ -91,7 +91,7 @@ pub use oracle::{image_paths_and_inos, parse_dump_fields, scan_image_with_f2fs_t
 pub use scan::{escape_name, join_key, read_xattrs, scan_entry, scan_host_tree, HostEntry, Kind};
 pub use scratch::{Scratch, KEEP_SCRATCH_ENV};
 pub use tools::{
-    build_image_from_tree, dump_f2fs_inode, find_tool, fsck_f2fs, fsck_f2fs_tree,
+    build_image_from_tree, dump_f2fs_block, dump_f2fs_inode, find_tool, fsck_f2fs, fsck_f2fs_tree,
     image_size_for_tree, mkfs_f2fs, require_f2fs_tools, require_tool, sload_f2fs, SloadOutcome,
 };
 pub use tree::{generate_edge_tree, huge_sparse_extents, mtime_for, paths, TreeInfo, TreeOptions};

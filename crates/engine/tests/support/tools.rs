@@ -203,6 +203,14 @@ pub fn dump_f2fs_inode(img: &Path, ino: u32) -> String {
     text(&run(cmd, b"n\n"))
 }
 
+/// `dump.f2fs -b <blkaddr> img` output: the owner of a main-area block
+/// (file name, inode, data offset) as f2fs-tools find it through the SSA.
+pub fn dump_f2fs_block(img: &Path, blkaddr: u32) -> String {
+    let mut cmd = Command::new(tool("dump.f2fs"));
+    cmd.arg("-b").arg(blkaddr.to_string()).arg(img);
+    text(&run(cmd, b"n\n"))
+}
+
 /// Image size that comfortably holds `src` after sload.f2fs (which stores
 /// holes as zero blocks, so apparent sizes count): 1.2 x (data + one block
 /// per inode and per 1018 data blocks) + 256 MiB, at least 512 MiB.
