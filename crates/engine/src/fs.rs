@@ -12,6 +12,7 @@ use crate::data;
 use crate::device::{BlockDevice, Device, FileDevice, FileDeviceOptions};
 use crate::dir::{self, DirEntryInfo};
 use crate::error::{Error, Result};
+use crate::flags::{self, deny_if_immutable, deny_if_locked};
 use crate::gc::{self, GcState, GcStats, VictimPolicy};
 use crate::inline;
 use crate::inode::{
@@ -71,6 +72,45 @@ pub struct SetAttr {
     pub size: Option<u64>,
     pub atime: Option<TimeSet>,
     pub mtime: Option<TimeSet>,
+    /// The change time to record instead of the current time: a kernel
+    /// that keeps file times itself (FUSE with the writeback cache) sends
+    /// the one it gave the change.
+    pub ctime: Option<Timestamp>,
+}
+
+impl SetAttr {
+    fn is_empty(&self) -> bool {
+        self.mode.is_none()
+            && self.uid.is_none()
+            && self.gid.is_none()
+            && self.size.is_none()
+            && self.atime.is_none()
+            && self.mtime.is_none()
+            && self.ctime.is_none()
+    }
+
+    /// EPERM for what the immutable and append-only flags forbid (the
+    /// VFS's notify_change and truncate rules).
+    fn check_flags(&self, inode: &InodeInfo) -> Result<()> {
+        if self.is_empty() {
+            return Ok(());
+        }
+        deny_if_immutable(inode, "attribute change")?;
+        if self.size.is_some() {
+            deny_if_locked(inode, "truncate")?;
+        }
+        if self.mode.is_some() || self.uid.is_some() || self.gid.is_some() {
+            deny_if_locked(inode, "mode or owner change")?;
+        }
+        // A kernel keeping times itself reports a write as mtime + ctime
+        // without atime; append-only files may be written, so that passes.
+        let write_times = self.ctime.is_some() && self.atime.is_none();
+        let explicit = |t: Option<TimeSet>| matches!(t, Some(TimeSet::At(_)));
+        if explicit(self.atime) || (explicit(self.mtime) && !write_times) {
+            deny_if_locked(inode, "setting times")?;
+        }
+        Ok(())
+    }
 }
 
 /// rename(2) flags.
@@ -409,6 +449,20 @@ impl Fs {
 
     pub fn has_inline_data(&self, inode: &InodeInfo) -> bool {
         inline::has_inline_data(inode)
+    }
+
+    /// The inode flags FS_IOC_GETFLAGS reports (FS_*_FL bits).
+    pub fn get_flags(&self, inode: &InodeInfo) -> u32 {
+        flags::get_flags(inode)
+    }
+
+    /// The project id FS_IOC_FSGETXATTR reports: 0 (the default project)
+    /// unless the image has project quotas, as in the kernel.
+    pub fn project_id(&self, inode: &InodeInfo) -> u32 {
+        if self.superblock().feature.get() & feature::PRJQUOTA == 0 {
+            return 0;
+        }
+        inode.inode().projid(&inode.layout).unwrap_or(0)
     }
 
     pub fn statfs(&self) -> StatFs {
@@ -802,6 +856,7 @@ impl Fs {
             if dir::find_entry(ctx, &dir, name)?.is_some() {
                 return Err(Error::errno(libc::EEXIST, String::from_utf8_lossy(name)));
             }
+            deny_if_immutable(&dir, "adding a name")?;
             let kind = FileKind::from_mode(spec_mode)
                 .ok_or_else(|| Error::errno(libc::EINVAL, "bad file type"))?;
             if kind == FileKind::Directory && dir.links == u32::MAX {
@@ -961,7 +1016,9 @@ impl Fs {
                     String::from_utf8_lossy(new_name),
                 ));
             }
+            deny_if_immutable(&dir, "adding a name")?;
             let inode = self.inode(ino)?;
+            deny_if_locked(&inode, "linking to it")?;
             if inode.kind == FileKind::Directory {
                 return Err(Error::errno(libc::EPERM, "hard links to directories"));
             }
@@ -1016,6 +1073,8 @@ impl Fs {
             let found = dir::find_entry(ctx, &dir, name)?
                 .ok_or_else(|| Error::errno(libc::ENOENT, String::from_utf8_lossy(name)))?;
             let target = ctx.inode(found.info.ino)?;
+            deny_if_locked(&dir, "removing a name")?;
+            deny_if_locked(&target, "removing it")?;
             match (want_dir, target.kind == FileKind::Directory) {
                 (true, false) => {
                     return Err(Error::errno(libc::ENOTDIR, String::from_utf8_lossy(name)))
@@ -1089,6 +1148,17 @@ impl Fs {
             let existing = dir::find_entry(ctx, &new_dir, new_name)?;
             let moving = ctx.inode(old.info.ino)?;
             let moving_dir = moving.kind == FileKind::Directory;
+            // Linux's may_delete of the old name, then may_delete of the
+            // replaced name or may_create of the new one.
+            deny_if_locked(&old_dir, "removing a name")?;
+            deny_if_locked(&moving, "renaming it")?;
+            match &existing {
+                Some(e) if e.info.ino != old.info.ino => {
+                    deny_if_locked(&new_dir, "replacing a name")?;
+                    deny_if_locked(&ctx.inode(e.info.ino)?, "replacing it")?;
+                }
+                _ => deny_if_immutable(&new_dir, "adding a name")?,
+            }
             if let Some(e) = &existing {
                 if flags.noreplace {
                     return Err(Error::errno(
@@ -1291,8 +1361,30 @@ impl Fs {
                     ))
                 }
             }
+            deny_if_immutable(&inode, "writing")?;
+            if flags::is_append_only(&inode) && offset < inode.size {
+                self.check_unchanged(&inode, offset, buf)?;
+            }
             data::write_data(ctx, ino, offset, buf)
         })
+    }
+
+    /// EPERM unless writing `buf` at `offset` leaves the bytes an
+    /// append-only file already has as they are. The kernel enforces
+    /// append-only at open (O_APPEND), but with the FUSE writeback cache
+    /// an append reaches us as a rewrite of the last partial page, so a
+    /// write below the end is refused only if it would change data.
+    fn check_unchanged(&self, inode: &InodeInfo, offset: u64, buf: &[u8]) -> Result<()> {
+        let overlap = (inode.size - offset).min(buf.len() as u64) as usize;
+        let mut old = vec![0u8; overlap];
+        let n = data::read_data(&self.dev, &self.nm, inode, offset, &mut old)?;
+        if n != overlap || old != buf[..overlap] {
+            return Err(Error::errno(
+                libc::EPERM,
+                format!("inode {} is append-only: changing its data", inode.ino),
+            ));
+        }
+        Ok(())
     }
 
     /// Changes attributes; returns the inode afterwards.
@@ -1301,6 +1393,7 @@ impl Fs {
             let lock = self.inode_lock(ino);
             let _guard = lock.write();
             let inode = ctx.inode(ino)?;
+            attr.check_flags(&inode)?;
             if let Some(size) = attr.size {
                 match inode.kind {
                     FileKind::Regular => data::truncate(ctx, ino, size)?,
@@ -1337,6 +1430,24 @@ impl Fs {
                 if let Some(m) = attr.mtime {
                     set_mtime(raw, resolve(m));
                 }
+                set_ctime(raw, attr.ctime.unwrap_or(t));
+            })
+        })?;
+        self.inode(ino)
+    }
+
+    /// FS_IOC_SETFLAGS: stores the settable FS_*_FL bits of `requested`
+    /// (see `flags`); the caller checks who may change immutable and
+    /// append-only (CAP_LINUX_IMMUTABLE). Returns the inode afterwards.
+    pub fn set_flags(&self, ino: u32, requested: u32) -> Result<InodeInfo> {
+        self.mutate(|ctx| {
+            let lock = self.inode_lock(ino);
+            let _guard = lock.write();
+            let inode = ctx.inode(ino)?;
+            let stored = flags::flags_to_store(&inode, requested)?;
+            let t = now();
+            ctx.update_inode(ino, |raw| {
+                raw.i_flags.set(stored);
                 set_ctime(raw, t);
             })
         })?;
@@ -1348,6 +1459,7 @@ impl Fs {
         self.mutate(|ctx| {
             let lock = self.inode_lock(ino);
             let _guard = lock.write();
+            deny_if_locked(&ctx.inode(ino)?, "changing xattrs")?;
             xattr::set_xattr(ctx, ino, name, Some(value), mode)
         })
     }
@@ -1356,6 +1468,7 @@ impl Fs {
         self.mutate(|ctx| {
             let lock = self.inode_lock(ino);
             let _guard = lock.write();
+            deny_if_locked(&ctx.inode(ino)?, "changing xattrs")?;
             xattr::set_xattr(ctx, ino, name, None, SetMode::Replace)
         })
     }

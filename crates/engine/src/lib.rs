@@ -2,7 +2,7 @@
 //! the kernel's fs/f2fs is. Lower modules never use higher ones:
 //!
 //! `device` < `superblock` < `checkpoint` < `segment` < `node` < `inode`
-//! < `inline` < `data` < `xattr` < `dir` < `fs` (the facade), with `mkfs`
+//! < `flags` < `inline` < `data` < `xattr` < `dir` < `fs` (the facade), with `mkfs`
 //! beside `fs` using only the device and the layout crate.
 
 pub mod checkpoint;
@@ -11,6 +11,7 @@ pub mod data;
 pub mod device;
 pub mod dir;
 pub mod error;
+pub mod flags;
 pub mod fs;
 pub mod fsck;
 pub mod gc;

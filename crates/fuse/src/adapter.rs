@@ -8,17 +8,19 @@
 //! last reference is gone, and its number cannot be reused meanwhile.
 
 use crate::convert::{decode_dev, file_attr, timestamp, to_f2fs, to_fuse};
+use crate::ioctl::{self, Command};
 use crate::log;
 use f2fuse_engine::dir::DirEntryInfo;
+use f2fuse_engine::flags::{is_append_only, is_immutable};
 use f2fuse_engine::fs::{RenameFlags as EngineRenameFlags, SetAttr, TimeSet};
 use f2fuse_engine::xattr::SetMode;
 use f2fuse_engine::{Error, FileKind, Fs, InodeInfo};
-use f2fuse_layout::{F2FS_NAME_LEN, F2FS_ROOT_INO};
+use f2fuse_layout::{inode_flag, F2FS_NAME_LEN, F2FS_ROOT_INO};
 use fuser::{
     AccessFlags, Errno, FileHandle, Filesystem, FopenFlags, Generation, INodeNo, InitFlags,
-    KernelConfig, LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData,
-    ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyLseek, ReplyOpen, ReplyStatfs,
-    ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
+    IoctlFlags, KernelConfig, LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData,
+    ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyIoctl, ReplyLseek, ReplyOpen,
+    ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
 };
 use parking_lot::{Mutex, RwLock};
 use std::collections::HashMap;
@@ -133,6 +135,22 @@ fn name_ok(name: &OsStr) -> Res<&[u8]> {
 /// names are refused (so `cp -a` falls back to chmod) and not listed.
 fn is_acl(name: &[u8]) -> bool {
     name == b"system.posix_acl_access" || name == b"system.posix_acl_default"
+}
+
+/// What the VFS's may_open refuses for flagged inodes, which the kernel
+/// cannot check itself (FUSE inodes carry no S_IMMUTABLE or S_APPEND):
+/// writing an immutable file, writing an append-only one without O_APPEND
+/// or truncating it.
+fn check_open_flags(inode: &InodeInfo, flags: i32) -> Res<()> {
+    let writing = flags & libc::O_ACCMODE != libc::O_RDONLY;
+    if writing && is_immutable(inode) {
+        return Err(Errno::EPERM);
+    }
+    let appending = flags & libc::O_APPEND != 0 && flags & libc::O_TRUNC == 0;
+    if writing && !appending && is_append_only(inode) {
+        return Err(Errno::EPERM);
+    }
+    Ok(())
 }
 
 fn ino_of(ino: INodeNo) -> Res<u32> {
@@ -274,6 +292,7 @@ impl F2fsFuse {
                 // The name appeared after the kernel's lookup: open it.
                 let entry = self.fs.lookup(parent, name).map_err(|e| errno(&e))?;
                 let inode = self.inode(entry.ino)?;
+                check_open_flags(&inode, flags)?;
                 match inode.kind {
                     FileKind::Directory => Err(Errno::EISDIR),
                     FileKind::Regular if flags & libc::O_TRUNC != 0 => self.do_setattr(
@@ -425,6 +444,44 @@ impl F2fsFuse {
         Ok(found as i64)
     }
 
+    fn do_ioctl(&self, req: &Request, ino: u32, cmd: Command) -> Res<Vec<u8>> {
+        let inode = self.inode(ino)?;
+        let flags = self.fs.get_flags(&inode);
+        match cmd {
+            Command::GetFlags => Ok(flags.to_ne_bytes().to_vec()),
+            // i_generation, as a 4-byte int like the kernel's F2FS.
+            Command::GetVersion => Ok(inode.generation.to_ne_bytes().to_vec()),
+            Command::FsGetXattr => Ok(ioctl::fsxattr(flags, self.fs.project_id(&inode)).to_vec()),
+            Command::SetFlags(new) => self.set_flags(req, &inode, new),
+            Command::FsSetXattr {
+                flags: common,
+                projid,
+            } => {
+                // Moving a file to another project needs project quota accounting.
+                if projid != self.fs.project_id(&inode) {
+                    return Err(Errno::EOPNOTSUPP);
+                }
+                self.set_flags(req, &inode, (flags & !ioctl::COMMON_FLAGS) | common)
+            }
+        }
+    }
+
+    /// The VFS's rules (vfs_fileattr_set): only the owner or root changes
+    /// flags, and only root (CAP_LINUX_IMMUTABLE) immutable or append-only.
+    fn set_flags(&self, req: &Request, inode: &InodeInfo, new: u32) -> Res<Vec<u8>> {
+        let root = req.uid() == 0;
+        if !root && req.uid() != inode.uid {
+            return Err(Errno::EPERM);
+        }
+        let guarded = inode_flag::IMMUTABLE | inode_flag::APPEND;
+        if !root && (new ^ self.fs.get_flags(inode)) & guarded != 0 {
+            return Err(Errno::EPERM);
+        }
+        self.shared.change();
+        self.fs.set_flags(inode.ino, new).map_err(|e| errno(&e))?;
+        Ok(Vec::new())
+    }
+
     fn do_access(&self, req: &Request, ino: u32, mask: AccessFlags) -> Res<()> {
         let inode = self.inode(ino)?;
         let want = mask.bits() & 0o7;
@@ -561,7 +618,7 @@ impl Filesystem for F2fsFuse {
         size: Option<u64>,
         atime: Option<TimeOrNow>,
         mtime: Option<TimeOrNow>,
-        _ctime: Option<SystemTime>,
+        ctime: Option<SystemTime>,
         _fh: Option<FileHandle>,
         _crtime: Option<SystemTime>,
         _chgtime: Option<SystemTime>,
@@ -577,6 +634,7 @@ impl Filesystem for F2fsFuse {
             size,
             atime: atime.map(time_set),
             mtime: mtime.map(time_set),
+            ctime: ctime.map(timestamp),
         };
         // A truncation must not interleave with a fallocate of the file.
         let _stripe = size.map(|_| self.stripe(ino).read());
@@ -748,11 +806,12 @@ impl Filesystem for F2fsFuse {
         }
     }
 
-    fn open(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+    fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
         self.shared.request();
         let ino = ino_or_reply!(ino, reply);
         match self.inode(ino) {
             Ok(inode) if inode.kind == FileKind::Directory => reply.error(Errno::EISDIR),
+            Ok(inode) if check_open_flags(&inode, flags.0).is_err() => reply.error(Errno::EPERM),
             Ok(_) => {
                 let _ = self.fs.open_inode(ino);
                 // Every change comes through this kernel: its cache stays valid.
@@ -1136,6 +1195,25 @@ impl Filesystem for F2fsFuse {
         let ino = ino_or_reply!(ino, reply);
         match self.do_lseek(ino, offset, whence) {
             Ok(at) => reply.offset(at),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn ioctl(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        _flags: IoctlFlags,
+        cmd: u32,
+        in_data: &[u8],
+        out_size: u32,
+        reply: ReplyIoctl,
+    ) {
+        self.shared.request();
+        let ino = ino_or_reply!(ino, reply);
+        match ioctl::decode(cmd, in_data, out_size).and_then(|cmd| self.do_ioctl(req, ino, cmd)) {
+            Ok(out) => reply.ioctl(0, &out),
             Err(e) => reply.error(e),
         }
     }

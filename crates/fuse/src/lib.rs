@@ -11,6 +11,7 @@
 mod adapter;
 pub mod config;
 mod convert;
+mod ioctl;
 
 pub use adapter::{AdapterConfig, F2fsFuse, Shared};
 pub use config::{MountConfig, OPTIONS_HELP};
