@@ -9,6 +9,7 @@
 #[path = "../../engine/tests/support/mod.rs"]
 mod support;
 
+use f2fuse_engine::acl::AclKind;
 use f2fuse_engine::{FileKind, Fs, OpenOptions};
 use std::ffi::{CString, OsStr};
 use std::fs;
@@ -1118,4 +1119,107 @@ fn kernel_write_times_reach_the_image() {
         (inode.ctime.sec, inode.ctime.nsec),
         (seen.ctime(), seen.ctime_nsec() as u32)
     );
+}
+
+/// Runs `script` with sh in `dir` as `uid` (0: as is); its output if it succeeded.
+fn sh_as(uid: u32, dir: &Path, script: &str) -> Result<String, String> {
+    let mut cmd = Command::new("setpriv");
+    if uid != 0 {
+        cmd.arg(format!("--reuid={uid}"))
+            .arg(format!("--regid={uid}"))
+            .arg("--clear-groups");
+    }
+    let out = cmd
+        .args(["sh", "-c", script])
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    if out.status.success() {
+        Ok(text)
+    } else {
+        Err(format!("{text}{}", String::from_utf8_lossy(&out.stderr)))
+    }
+}
+
+/// setfacl/getfacl on a mount with `default_permissions` (which turns on
+/// FUSE_POSIX_ACL): the kernel enforces the ACLs for other users, chmod
+/// and the ACL stay in step, new files inherit default ACLs (and the umask
+/// applies only without one); the image holds the ACLs after unmounting.
+#[test]
+fn posix_acls_through_mount() {
+    if !fuse_available() || !require_tool("setfacl") || !require_tool("setpriv") {
+        return;
+    }
+    // SAFETY: getuid has no preconditions.
+    if unsafe { libc::getuid() } != 0 {
+        eprintln!("SKIPPING posix_acls_through_mount: needs root (other users)");
+        return;
+    }
+    let scratch = Scratch::new("mount-acl");
+    // Other users must reach the mount point.
+    fs::set_permissions(scratch.path(), fs::Permissions::from_mode(0o755)).unwrap();
+    let img = scratch.join("img");
+    f2fuse_mkfs(&img, "64M");
+    let m = Mount::new(
+        &img,
+        &scratch.join("mnt"),
+        "allow_other,default_permissions",
+    );
+    let root = |script: &str| sh_as(0, &m.mnt, script).unwrap();
+    let nobody = |script: &str| sh_as(65534, &m.mnt, script);
+    let stranger = |script: &str| sh_as(1234, &m.mnt, script);
+
+    root("echo secret > f && chmod 600 f && setfacl -m u:nobody:r f");
+    assert_eq!(
+        root("getfacl -cp f"),
+        "user::rw-\nuser:nobody:r--\ngroup::---\nmask::r--\nother::---\n\n"
+    );
+    assert_eq!(fs::metadata(m.path("f")).unwrap().mode() & 0o777, 0o640);
+    assert_eq!(nobody("cat f").unwrap(), "secret\n");
+    assert!(nobody("echo x >> f").is_err(), "read-only entry");
+    assert!(stranger("cat f").is_err(), "no entry for uid 1234");
+    // chmod rewrites the mask: nobody's entry is now masked away.
+    root("chmod 600 f");
+    assert!(root("getfacl -cp f").contains("mask::---"));
+    assert!(nobody("cat f").is_err());
+    root("chmod 640 f");
+    assert_eq!(nobody("cat f").unwrap(), "secret\n");
+    // Removing the extended entries leaves the owning group's own entry
+    // (---) as the group bits, as on any Linux file system.
+    root("setfacl -b f");
+    assert_eq!(
+        root("getfacl -cp f"),
+        "user::rw-\ngroup::---\nother::---\n\n"
+    );
+    assert_eq!(fs::metadata(m.path("f")).unwrap().mode() & 0o777, 0o600);
+    assert!(nobody("cat f").is_err());
+
+    // Default ACLs: inherited with the requested mode, umask ignored.
+    root("mkdir d && setfacl -d -m u:nobody:rwx d");
+    root("umask 077 && touch d/new plain && mkdir d/sub");
+    let mode = |rel: &str| fs::metadata(m.path(rel)).unwrap().mode() & 0o7777;
+    assert_eq!((mode("d/new"), mode("plain")), (0o664, 0o600));
+    assert_eq!(mode("d/sub"), 0o775);
+    assert!(root("getfacl -cp d/sub").contains("default:user:nobody:rwx"));
+    nobody("echo from-nobody > d/new").unwrap();
+    assert!(stranger("echo x > d/new").is_err());
+    m.unmount();
+
+    fsck_clean(&img, "ACLs through the mount");
+    let fs = engine(&img);
+    let new = fs.resolve("/d/new").unwrap();
+    let access = fs
+        .acl(&new, AclKind::Access)
+        .unwrap()
+        .expect("inherited ACL");
+    assert_eq!(access.equiv_mode(new.mode), (new.mode, false));
+    let mut data = vec![0u8; new.size as usize];
+    fs.read(&new, 0, &mut data).unwrap();
+    assert_eq!(data, b"from-nobody\n");
+    let f = fs.resolve("/f").unwrap();
+    assert_eq!(fs.acl(&f, AclKind::Access).unwrap(), None);
+    assert_eq!(f.mode & 0o777, 0o600);
+    let sub = fs.resolve("/d/sub").unwrap();
+    assert!(fs.acl(&sub, AclKind::Default).unwrap().is_some());
 }

@@ -6,6 +6,7 @@
 //! → `space` (segment manager) / NAT / node cache (leaf locks, held briefly,
 //! never across device I/O of file data).
 
+use crate::acl::{Acl, AclKind};
 use crate::checkpoint::{load_checkpoint, CheckpointState};
 use crate::commit::{write_checkpoint, CheckpointRequest};
 use crate::data;
@@ -441,6 +442,17 @@ impl Fs {
             .ok_or_else(|| Error::errno(libc::ENODATA, String::from_utf8_lossy(name)))
     }
 
+    /// The ACL of `kind` stored on `inode`, if any.
+    pub fn acl(&self, inode: &InodeInfo, kind: AclKind) -> Result<Option<Acl>> {
+        match self.get_xattr(inode, kind.xattr_name()) {
+            Ok(bytes) => Acl::parse(&bytes)
+                .map(Some)
+                .map_err(|e| Corrupt::new("ACL", format!("inode {}: {e}", inode.ino)).into()),
+            Err(e) if e.to_errno() == libc::ENODATA => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
     /// Physical extents: (file block, block address, length).
     pub fn extents(&self, inode: &InodeInfo) -> Result<Vec<(u64, u32, u64)>> {
         let _read = self.read_guard();
@@ -862,10 +874,11 @@ impl Fs {
             if kind == FileKind::Directory && dir.links == u32::MAX {
                 return Err(Error::errno(libc::EMLINK, "too many subdirectories"));
             }
+            let (mode, inherited) = self.inherit_acls(&dir, spec_mode, kind)?;
             let ino = create_inode(
                 ctx,
                 &NewInode {
-                    mode: spec_mode,
+                    mode,
                     uid,
                     gid,
                     parent,
@@ -876,6 +889,16 @@ impl Fs {
             let linked = (|| {
                 if kind == FileKind::Directory {
                     inline::init_inline_dir(ctx, ino, parent)?;
+                }
+                for (acl_kind, acl) in &inherited {
+                    let bytes = acl.to_bytes();
+                    xattr::set_xattr(
+                        ctx,
+                        ino,
+                        acl_kind.xattr_name(),
+                        Some(&bytes),
+                        SetMode::Create,
+                    )?;
                 }
                 fill(ctx, ino)?;
                 let ft = file_type_of_mode(spec_mode).expect("valid kind");
@@ -893,6 +916,33 @@ impl Fs {
             Ok(ino)
         })?;
         self.inode(ino)
+    }
+
+    /// What a new inode of `kind` asking for `mode` gets under directory
+    /// `dir`: with a default ACL there, the ACL masks the mode (no umask
+    /// applies) and the inode gets an access ACL unless the mode says it
+    /// all, plus the default ACL itself if it is a directory
+    /// (posix_acl_create). Symlinks have no ACLs.
+    fn inherit_acls(
+        &self,
+        dir: &InodeInfo,
+        mode: u16,
+        kind: FileKind,
+    ) -> Result<(u16, Vec<(AclKind, Acl)>)> {
+        let default = match kind {
+            FileKind::Symlink => None,
+            _ => self.acl(dir, AclKind::Default)?,
+        };
+        let Some(default) = default else {
+            return Ok((mode, Vec::new()));
+        };
+        let (mode, access) = default.inherit(mode);
+        let mut acls: Vec<(AclKind, Acl)> =
+            access.map(|a| (AclKind::Access, a)).into_iter().collect();
+        if kind == FileKind::Directory {
+            acls.push((AclKind::Default, default));
+        }
+        Ok((mode, acls))
     }
 
     /// Creates a regular file (fails with EEXIST if `name` exists).
@@ -1394,6 +1444,15 @@ impl Fs {
             let _guard = lock.write();
             let inode = ctx.inode(ino)?;
             attr.check_flags(&inode)?;
+            if let Some(perm) = attr.mode {
+                // chmod rewrites the access ACL to agree (posix_acl_chmod).
+                if let Some(mut acl) = self.acl(&inode, AclKind::Access)? {
+                    acl.chmod(perm);
+                    let bytes = acl.to_bytes();
+                    let name = AclKind::Access.xattr_name();
+                    xattr::set_xattr(ctx, ino, name, Some(&bytes), SetMode::Replace)?;
+                }
+            }
             if let Some(size) = attr.size {
                 match inode.kind {
                     FileKind::Regular => data::truncate(ctx, ino, size)?,
@@ -1454,13 +1513,64 @@ impl Fs {
         self.inode(ino)
     }
 
-    /// Sets an xattr (full name like "user.x") with XATTR_CREATE/REPLACE semantics.
+    /// Sets an xattr (full name like "user.x") with XATTR_CREATE/REPLACE
+    /// semantics. POSIX ACL names go to `set_acl` (as the kernel's ACL
+    /// handler, which ignores the flags) by a privileged caller.
     pub fn set_xattr(&self, ino: u32, name: &[u8], value: &[u8], mode: SetMode) -> Result<()> {
+        if let Some(kind) = AclKind::of_xattr(name) {
+            return self.set_acl(ino, kind, value, true);
+        }
         self.mutate(|ctx| {
             let lock = self.inode_lock(ino);
             let _guard = lock.write();
             deny_if_locked(&ctx.inode(ino)?, "changing xattrs")?;
             xattr::set_xattr(ctx, ino, name, Some(value), mode)
+        })
+    }
+
+    /// Sets a POSIX ACL (in the user-space xattr format). An access ACL
+    /// also sets the permission bits it implies and is stored only if they
+    /// cannot say it all; the setgid bit is dropped unless `keep_sgid` (the
+    /// caller is in the file's group or privileged), as
+    /// posix_acl_update_mode does. Default ACLs exist only on directories.
+    pub fn set_acl(&self, ino: u32, kind: AclKind, value: &[u8], keep_sgid: bool) -> Result<()> {
+        let acl = Acl::parse(value)?;
+        self.mutate(|ctx| {
+            let lock = self.inode_lock(ino);
+            let _guard = lock.write();
+            let inode = ctx.inode(ino)?;
+            deny_if_locked(&inode, "changing ACLs")?;
+            let name = kind.xattr_name();
+            let bytes = acl.to_bytes();
+            match (kind, inode.kind) {
+                (_, FileKind::Symlink) => Err(Error::errno(libc::EOPNOTSUPP, "ACLs on a symlink")),
+                (AclKind::Default, FileKind::Directory) => {
+                    xattr::set_xattr(ctx, ino, name, Some(&bytes), SetMode::Any)
+                }
+                (AclKind::Default, _) => Err(Error::errno(
+                    libc::EACCES,
+                    "default ACLs are for directories",
+                )),
+                (AclKind::Access, _) => {
+                    let (mut mode, minimal) = acl.equiv_mode(inode.mode);
+                    if !keep_sgid {
+                        mode &= !(libc::S_ISGID as u16);
+                    }
+                    if !minimal {
+                        xattr::set_xattr(ctx, ino, name, Some(&bytes), SetMode::Any)?;
+                    } else {
+                        match xattr::set_xattr(ctx, ino, name, None, SetMode::Replace) {
+                            Err(e) if e.to_errno() == libc::ENODATA => {}
+                            other => other?,
+                        }
+                    }
+                    let t = now();
+                    ctx.update_inode(ino, |raw| {
+                        raw.i_mode.set(mode);
+                        set_ctime(raw, t);
+                    })
+                }
+            }
         })
     }
 

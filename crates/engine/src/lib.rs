@@ -2,9 +2,10 @@
 //! the kernel's fs/f2fs is. Lower modules never use higher ones:
 //!
 //! `device` < `superblock` < `checkpoint` < `segment` < `node` < `inode`
-//! < `flags` < `inline` < `data` < `xattr` < `dir` < `fs` (the facade), with `mkfs`
+//! < `flags` < `inline` < `data` < `xattr` < `acl` < `dir` < `fs` (the facade), with `mkfs`
 //! beside `fs` using only the device and the layout crate.
 
+pub mod acl;
 pub mod checkpoint;
 pub mod commit;
 pub mod data;

@@ -10,6 +10,7 @@
 use crate::convert::{decode_dev, file_attr, timestamp, to_f2fs, to_fuse};
 use crate::ioctl::{self, Command};
 use crate::log;
+use f2fuse_engine::acl::AclKind;
 use f2fuse_engine::dir::DirEntryInfo;
 use f2fuse_engine::flags::{is_append_only, is_immutable};
 use f2fuse_engine::fs::{RenameFlags as EngineRenameFlags, SetAttr, TimeSet};
@@ -94,6 +95,9 @@ impl Shared {
 pub struct AdapterConfig {
     pub ttl: Duration,
     pub writeback_cache: bool,
+    /// Offer POSIX ACLs (FUSE_POSIX_ACL, which makes the kernel check
+    /// permissions, ACLs included, as `default_permissions` does).
+    pub posix_acl: bool,
 }
 
 pub struct F2fsFuse {
@@ -108,6 +112,8 @@ pub struct F2fsFuse {
     /// Writes take their inode's stripe shared, fallocate exclusively (it
     /// fills holes it found, which a concurrent write must not land in).
     stripes: Vec<RwLock<()>>,
+    /// The kernel agreed to POSIX ACLs (and to leave the umask to us).
+    acl: bool,
 }
 
 type Res<T> = std::result::Result<T, Errno>;
@@ -127,14 +133,6 @@ fn name_ok(name: &OsStr) -> Res<&[u8]> {
         return Err(Errno::ENAMETOOLONG);
     }
     Ok(bytes)
-}
-
-/// POSIX ACLs are not supported yet: F2FS stores them in its own format
-/// (not the xattr format the VFS passes through), and without
-/// FUSE_POSIX_ACL nobody would enforce them. Like a `noacl` mount, their
-/// names are refused (so `cp -a` falls back to chmod) and not listed.
-fn is_acl(name: &[u8]) -> bool {
-    name == b"system.posix_acl_access" || name == b"system.posix_acl_default"
 }
 
 /// What the VFS's may_open refuses for flagged inodes, which the kernel
@@ -179,6 +177,7 @@ impl F2fsFuse {
             dirs: Mutex::new(HashMap::new()),
             kernel_refs: Mutex::new(HashMap::new()),
             stripes: (0..STRIPES).map(|_| RwLock::new(())).collect(),
+            acl: false,
         }
     }
 
@@ -272,17 +271,44 @@ impl F2fsFuse {
         Ok(inode)
     }
 
+    /// The mode to ask the engine for. Without ACLs the kernel applied
+    /// the umask already; with them it leaves that to us (FUSE_DONT_MASK),
+    /// and it applies only where the directory has no default ACL, which
+    /// masks the mode instead (the engine does that).
+    fn requested_mode(&self, dir: &InodeInfo, mode: u32, umask: u32) -> Res<u32> {
+        if !self.acl {
+            return Ok(mode);
+        }
+        let default = self.fs.acl(dir, AclKind::Default).map_err(|e| errno(&e))?;
+        Ok(if default.is_some() {
+            mode
+        } else {
+            mode & !umask
+        })
+    }
+
+    /// ACL names are refused (EOPNOTSUPP, as on a `noacl` mount, so
+    /// `cp -a` falls back to chmod) unless the kernel enforces ACLs.
+    fn acl_kind(&self, name: &[u8]) -> Res<Option<AclKind>> {
+        match AclKind::of_xattr(name) {
+            Some(_) if !self.acl => Err(Errno::EOPNOTSUPP),
+            kind => Ok(kind),
+        }
+    }
+
     fn do_create(
         &self,
         req: &Request,
         parent: u32,
         name: &OsStr,
         mode: u32,
+        umask: u32,
         flags: i32,
     ) -> Res<InodeInfo> {
         let name = name_ok(name)?;
         let dir = self.inode(parent)?;
         let (uid, gid) = self.new_owner(req, &dir);
+        let mode = self.requested_mode(&dir, mode, umask)?;
         match self
             .fs
             .create(parent, name, (mode & 0o7777) as u16, uid, gid)
@@ -498,7 +524,7 @@ impl F2fsFuse {
         }
         let bits = if req.uid() == inode.uid {
             mode >> 6
-        } else if req.gid() == inode.gid || in_groups(req.pid(), inode.gid) {
+        } else if in_group(req, inode.gid) {
             mode >> 3
         } else {
             mode
@@ -508,6 +534,11 @@ impl F2fsFuse {
         }
         Ok(())
     }
+}
+
+/// Whether the caller's group or one of its supplementary groups is `gid`.
+fn in_group(req: &Request, gid: u32) -> bool {
+    req.gid() == gid || in_groups(req.pid(), gid)
 }
 
 /// Whether process `pid` has `gid` among its supplementary groups.
@@ -574,6 +605,14 @@ impl Filesystem for F2fsFuse {
             | InitFlags::FUSE_ASYNC_DIO;
         if self.cfg.writeback_cache {
             want |= InitFlags::FUSE_WRITEBACK_CACHE;
+        }
+        // With ACLs the kernel checks permissions against them, and the
+        // daemon keeps mode and ACLs in step, makes new inodes inherit
+        // default ACLs and applies the umask where none is inherited.
+        let acl = InitFlags::FUSE_POSIX_ACL | InitFlags::FUSE_DONT_MASK;
+        self.acl = self.cfg.posix_acl && config.capabilities().contains(acl);
+        if self.acl {
+            want |= acl;
         }
         let _ = config.add_capabilities(want & config.capabilities());
         Ok(())
@@ -664,7 +703,7 @@ impl Filesystem for F2fsFuse {
         parent: INodeNo,
         name: &OsStr,
         mode: u32,
-        _umask: u32,
+        umask: u32,
         rdev: u32,
         reply: ReplyEntry,
     ) {
@@ -673,6 +712,7 @@ impl Filesystem for F2fsFuse {
         let result = name_ok(name).and_then(|name| {
             let dir = self.inode(parent)?;
             let (uid, gid) = self.new_owner(req, &dir);
+            let mode = self.requested_mode(&dir, mode, umask)?;
             self.fs
                 .mknod(parent, name, mode as u16, decode_dev(rdev), uid, gid)
                 .map_err(|e| errno(&e))
@@ -689,7 +729,7 @@ impl Filesystem for F2fsFuse {
         parent: INodeNo,
         name: &OsStr,
         mode: u32,
-        _umask: u32,
+        umask: u32,
         reply: ReplyEntry,
     ) {
         let parent = ino_or_reply!(parent, reply);
@@ -697,7 +737,7 @@ impl Filesystem for F2fsFuse {
         let result = name_ok(name).and_then(|name| {
             let dir = self.inode(parent)?;
             let (uid, gid) = self.new_owner(req, &dir);
-            let mut perm = (mode & 0o7777) as u16;
+            let mut perm = (self.requested_mode(&dir, mode, umask)? & 0o7777) as u16;
             if dir.mode & libc::S_ISGID as u16 != 0 {
                 // New directories inherit the setgid bit (and with it the group).
                 perm |= libc::S_ISGID as u16;
@@ -1037,7 +1077,7 @@ impl Filesystem for F2fsFuse {
 
     fn setxattr(
         &self,
-        _req: &Request,
+        req: &Request,
         ino: INodeNo,
         name: &OsStr,
         value: &[u8],
@@ -1052,21 +1092,29 @@ impl Filesystem for F2fsFuse {
             libc::XATTR_REPLACE => SetMode::Replace,
             _ => return reply.error(Errno::EINVAL),
         };
-        if is_acl(name.as_bytes()) {
-            return reply.error(Errno::EOPNOTSUPP);
-        }
-        self.shared.change();
-        match self.fs.set_xattr(ino, name.as_bytes(), value, mode) {
+        let result = self.acl_kind(name.as_bytes()).and_then(|acl| {
+            self.shared.change();
+            match acl {
+                Some(kind) => {
+                    let inode = self.inode(ino)?;
+                    let keep_sgid = req.uid() == 0 || in_group(req, inode.gid);
+                    self.fs.set_acl(ino, kind, value, keep_sgid)
+                }
+                None => self.fs.set_xattr(ino, name.as_bytes(), value, mode),
+            }
+            .map_err(|e| errno(&e))
+        });
+        match result {
             Ok(()) => reply.ok(),
-            Err(e) => reply.error(errno(&e)),
+            Err(e) => reply.error(e),
         }
     }
 
     fn getxattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
         self.shared.request();
         let ino = ino_or_reply!(ino, reply);
-        if is_acl(name.as_bytes()) {
-            return reply.error(Errno::EOPNOTSUPP);
+        if let Err(e) = self.acl_kind(name.as_bytes()) {
+            return reply.error(e);
         }
         let result = self.inode(ino).and_then(|inode| {
             self.fs
@@ -1090,7 +1138,8 @@ impl Filesystem for F2fsFuse {
         match result {
             Ok(list) => {
                 let mut names = Vec::new();
-                for (name, _) in list.iter().filter(|(n, _)| !is_acl(n)) {
+                let listed = |n: &[u8]| self.acl || AclKind::of_xattr(n).is_none();
+                for (name, _) in list.iter().filter(|(n, _)| listed(n)) {
                     names.extend_from_slice(name);
                     names.push(0);
                 }
@@ -1108,8 +1157,8 @@ impl Filesystem for F2fsFuse {
 
     fn removexattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         let ino = ino_or_reply!(ino, reply);
-        if is_acl(name.as_bytes()) {
-            return reply.error(Errno::EOPNOTSUPP);
+        if let Err(e) = self.acl_kind(name.as_bytes()) {
+            return reply.error(e);
         }
         self.shared.change();
         match self.fs.remove_xattr(ino, name.as_bytes()) {
@@ -1133,13 +1182,13 @@ impl Filesystem for F2fsFuse {
         parent: INodeNo,
         name: &OsStr,
         mode: u32,
-        _umask: u32,
+        umask: u32,
         flags: i32,
         reply: ReplyCreate,
     ) {
         let parent = ino_or_reply!(parent, reply);
         self.shared.change();
-        match self.do_create(req, parent, name, mode, flags) {
+        match self.do_create(req, parent, name, mode, umask, flags) {
             Ok(inode) => {
                 self.kernel_ref(inode.ino);
                 let _ = self.fs.open_inode(inode.ino);

@@ -420,6 +420,7 @@ fn serve_blocked(
         AdapterConfig {
             ttl: cfg.ttl,
             writeback_cache: cfg.writeback_cache && !cfg.read_only,
+            posix_acl: cfg.default_permissions,
         },
         shared.clone(),
     );
