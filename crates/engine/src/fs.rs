@@ -1198,17 +1198,6 @@ impl Fs {
             let existing = dir::find_entry(ctx, &new_dir, new_name)?;
             let moving = ctx.inode(old.info.ino)?;
             let moving_dir = moving.kind == FileKind::Directory;
-            // Linux's may_delete of the old name, then may_delete of the
-            // replaced name or may_create of the new one.
-            deny_if_locked(&old_dir, "removing a name")?;
-            deny_if_locked(&moving, "renaming it")?;
-            match &existing {
-                Some(e) if e.info.ino != old.info.ino => {
-                    deny_if_locked(&new_dir, "replacing a name")?;
-                    deny_if_locked(&ctx.inode(e.info.ino)?, "replacing it")?;
-                }
-                _ => deny_if_immutable(&new_dir, "adding a name")?,
-            }
             if let Some(e) = &existing {
                 if flags.noreplace {
                     return Err(Error::errno(
@@ -1224,6 +1213,17 @@ impl Fs {
                     libc::ENOENT,
                     String::from_utf8_lossy(new_name),
                 ));
+            }
+            // Linux's may_delete of the old name, then may_delete of the
+            // replaced name or may_create of the new one.
+            deny_if_locked(&old_dir, "removing a name")?;
+            deny_if_locked(&moving, "renaming it")?;
+            match &existing {
+                Some(e) => {
+                    deny_if_locked(&new_dir, "replacing a name")?;
+                    deny_if_locked(&ctx.inode(e.info.ino)?, "replacing it")?;
+                }
+                None => deny_if_immutable(&new_dir, "adding a name")?,
             }
             if moving_dir && parent != new_parent && self.is_ancestor(old.info.ino, new_parent)? {
                 return Err(Error::errno(
