@@ -151,6 +151,7 @@ fn immutable_forbids_every_change() {
         dir = fs.mkdir(ROOT, b"dir", 0o755, 0, 0).unwrap().ino;
         inner = fs.create(dir, b"inner", 0o644, 0, 0).unwrap().ino;
         fs.create(ROOT, b"other", 0o644, 0, 0).unwrap();
+        fs.link(file, ROOT, b"second-name").unwrap();
         fs.set_flags(file, IMMUTABLE).unwrap();
         fs.set_flags(dir, IMMUTABLE).unwrap();
 
@@ -195,6 +196,11 @@ fn immutable_forbids_every_change() {
             ..RenameFlags::default()
         };
         eperm(fs.rename(ROOT, b"other", ROOT, b"file", exchange));
+        // Renaming a name onto another of the same inode does nothing,
+        // which Linux allows before any permission check.
+        fs.rename(ROOT, b"second-name", ROOT, b"file", RenameFlags::default())
+            .unwrap();
+        assert_eq!(fs.lookup(ROOT, b"second-name").unwrap().ino, file);
         // An empty request changes nothing and so is no change to refuse.
         fs.setattr(file, &SetAttr::default()).unwrap();
 
