@@ -110,6 +110,7 @@ pub fn attrs_of(meta: &Metadata, uid: u32, gid: u32, size: Option<u64>) -> SetAt
             sec: meta.mtime(),
             nsec: meta.mtime_nsec() as u32,
         })),
+        ctime: None,
     }
 }
 

@@ -9,6 +9,7 @@
 #[path = "../../engine/tests/support/mod.rs"]
 mod support;
 
+use f2fuse_engine::acl::AclKind;
 use f2fuse_engine::{FileKind, Fs, OpenOptions};
 use std::ffi::{CString, OsStr};
 use std::fs;
@@ -951,4 +952,327 @@ fn low_space_writes_report_enospc_from_write() {
     assert_eq!(fs::metadata(m.path("late")).unwrap().len(), accepted as u64);
     m.unmount();
     fsck_clean(&img, "filling the image through the mount");
+}
+
+/// The flags column of `lsattr -d path` (e.g. "----i-------------N---").
+fn lsattr(path: &Path) -> String {
+    let out = Command::new("lsattr").arg("-d").arg(path).output().unwrap();
+    assert!(out.status.success(), "lsattr {}: {out:?}", path.display());
+    let text = String::from_utf8(out.stdout).unwrap();
+    text.split_whitespace().next().unwrap().to_string()
+}
+
+/// Runs chattr as `uid` (0: root); whether it succeeded.
+fn chattr_as(uid: u32, change: &str, path: &Path) -> bool {
+    let mut cmd = if uid == 0 {
+        Command::new("chattr")
+    } else {
+        let mut c = Command::new("setpriv");
+        c.arg(format!("--reuid={uid}"))
+            .arg(format!("--regid={uid}"))
+            .arg("--clear-groups")
+            .arg("chattr");
+        c
+    };
+    cmd.arg(change).arg(path).stderr(Stdio::null());
+    cmd.status().unwrap().success()
+}
+
+fn set_xattr_errno(path: &Path) -> i32 {
+    let c = cstr(path);
+    // SAFETY: valid NUL-terminated strings and a 1-byte value.
+    let r = unsafe { libc::setxattr(c.as_ptr(), c"user.x".as_ptr(), b"1".as_ptr().cast(), 1, 0) };
+    if r == 0 {
+        0
+    } else {
+        std::io::Error::last_os_error().raw_os_error().unwrap()
+    }
+}
+
+fn set_times_errno(path: &Path, sec: i64) -> i32 {
+    let c = cstr(path);
+    let t = libc::timespec {
+        tv_sec: sec,
+        tv_nsec: 0,
+    };
+    // SAFETY: a valid path and two timespecs.
+    let r = unsafe { libc::utimensat(libc::AT_FDCWD, c.as_ptr(), [t, t].as_ptr(), 0) };
+    if r == 0 {
+        0
+    } else {
+        std::io::Error::last_os_error().raw_os_error().unwrap()
+    }
+}
+
+/// FS_IOC_GETVERSION on an open file: F2FS answers with i_generation.
+fn get_version(file: &fs::File) -> u32 {
+    let mut version: libc::c_long = 0;
+    // SAFETY: FS_IOC_GETVERSION writes at most a long into `version`.
+    let r = unsafe { libc::ioctl(file.as_raw_fd(), libc::FS_IOC_GETVERSION, &mut version) };
+    assert_eq!(r, 0, "{}", std::io::Error::last_os_error());
+    version as u32
+}
+
+/// chattr/lsattr on the mount: immutable and append-only files and
+/// directories refuse what they must (also to root), only root changes
+/// those two flags, GETVERSION reports the generation; with and without the
+/// write-back cache. The flags and data are on disk after unmounting.
+#[test]
+fn inode_flags_through_mount() {
+    if !fuse_available() || !require_tool("chattr") || !require_tool("setpriv") {
+        return;
+    }
+    // SAFETY: getuid has no preconditions.
+    if unsafe { libc::getuid() } != 0 {
+        eprintln!("SKIPPING inode_flags_through_mount: needs root (chattr +i, other users)");
+        return;
+    }
+    const NOBODY: u32 = 65534;
+    for opts in ["", ",no_writeback_cache"] {
+        let scratch = Scratch::new("mount-flags");
+        let img = scratch.join("img");
+        f2fuse_mkfs(&img, "64M");
+        let m = Mount::new(
+            &img,
+            &scratch.join("mnt"),
+            &format!("allow_other,default_permissions{opts}"),
+        );
+        let (f, d, log, mine) = (m.path("f"), m.path("d"), m.path("log"), m.path("mine"));
+        fs::write(&f, b"frozen").unwrap();
+        fs::create_dir(&d).unwrap();
+        fs::write(d.join("inner"), b"x").unwrap();
+        fs::write(&log, b"line 1\n").unwrap();
+        fs::write(&mine, b"").unwrap();
+        std::os::unix::fs::chown(&mine, Some(NOBODY), Some(NOBODY)).unwrap();
+        // New files are inline (N), directories hash-indexed (I).
+        assert_eq!(lsattr(&f), "------------------N---");
+        assert_eq!(lsattr(&d), "-----------I------N---");
+        let generation = get_version(&fs::File::open(&f).unwrap());
+
+        // Immutable: nothing changes, not even for root.
+        assert!(chattr_as(0, "+i", &f));
+        assert!(chattr_as(0, "+i", &d));
+        assert_eq!(lsattr(&f), "----i-------------N---");
+        let write = fs::OpenOptions::new().write(true).open(&f);
+        assert_eq!(errno_of(write), libc::EPERM);
+        let append = fs::OpenOptions::new().append(true).open(&f);
+        assert_eq!(errno_of(append), libc::EPERM);
+        let c = cstr(&f);
+        // SAFETY: a valid path.
+        assert_eq!(unsafe { libc::truncate(c.as_ptr(), 0) }, -1);
+        assert_eq!(
+            errno_of(Err::<(), _>(std::io::Error::last_os_error())),
+            libc::EPERM
+        );
+        let perm = fs::set_permissions(&f, fs::Permissions::from_mode(0o600));
+        assert_eq!(errno_of(perm), libc::EPERM);
+        assert_eq!(set_times_errno(&f, 1), libc::EPERM);
+        assert_eq!(set_xattr_errno(&f), libc::EPERM);
+        assert_eq!(errno_of(fs::remove_file(&f)), libc::EPERM);
+        assert_eq!(errno_of(fs::rename(&f, m.path("g"))), libc::EPERM);
+        assert_eq!(errno_of(fs::hard_link(&f, m.path("g"))), libc::EPERM);
+        assert_eq!(errno_of(fs::write(d.join("new"), b"")), libc::EPERM);
+        assert_eq!(errno_of(fs::create_dir(d.join("sub"))), libc::EPERM);
+        assert_eq!(errno_of(fs::remove_file(d.join("inner"))), libc::EPERM);
+        assert_eq!(errno_of(fs::rename(&log, d.join("log"))), libc::EPERM);
+        assert_eq!(fs::read(&f).unwrap(), b"frozen");
+        // Only root may clear it; then everything works again.
+        assert!(!chattr_as(NOBODY, "-i", &f));
+        assert!(chattr_as(0, "-i", &f));
+        fs::OpenOptions::new()
+            .append(true)
+            .open(&f)
+            .unwrap()
+            .write_all(b"!")
+            .unwrap();
+        assert_eq!(fs::read(&f).unwrap(), b"frozen!");
+
+        // Append-only: O_APPEND writes only; the data already there stays.
+        assert!(chattr_as(0, "+a", &log));
+        assert_eq!(lsattr(&log), "-----a------------N---");
+        let mut expected = b"line 1\n".to_vec();
+        for i in 2..=40 {
+            let line = format!("line {i}\n");
+            let mut file = fs::OpenOptions::new().append(true).open(&log).unwrap();
+            file.write_all(line.as_bytes()).unwrap();
+            expected.extend_from_slice(line.as_bytes());
+        }
+        let write = fs::OpenOptions::new().write(true).open(&log);
+        assert_eq!(errno_of(write), libc::EPERM);
+        let trunc = fs::OpenOptions::new()
+            .append(true)
+            .custom_flags(libc::O_TRUNC)
+            .open(&log);
+        assert_eq!(errno_of(trunc), libc::EPERM);
+        let c = cstr(&log);
+        // SAFETY: a valid path.
+        assert_eq!(unsafe { libc::truncate(c.as_ptr(), 0) }, -1);
+        assert_eq!(errno_of(fs::remove_file(&log)), libc::EPERM);
+        assert_eq!(errno_of(fs::rename(&log, m.path("g"))), libc::EPERM);
+        assert_eq!(set_xattr_errno(&log), libc::EPERM);
+        assert_eq!(fs::read(&log).unwrap(), expected);
+
+        // The owner may change other flags, but not immutable or append-only.
+        assert!(chattr_as(NOBODY, "+d", &mine));
+        assert!(!chattr_as(NOBODY, "+a", &mine));
+        assert!(!chattr_as(NOBODY, "+i", &mine));
+        assert!(!chattr_as(NOBODY, "+d", &f), "not the owner");
+        assert_eq!(lsattr(&mine), "------d-----------N---");
+        // Flags F2FS does not have, or not without a feature, are refused.
+        assert!(!chattr_as(0, "+c", &f));
+        assert!(!chattr_as(0, "+s", &f));
+
+        m.unmount();
+        fsck_clean(&img, &format!("chattr through the mount{opts}"));
+        let fs = engine(&img);
+        let on_disk = |path: &str| {
+            let inode = fs.resolve(path).unwrap();
+            (fs.get_flags(&inode), inode)
+        };
+        let (flags, inode) = on_disk("/f");
+        assert_eq!((flags, inode.generation), (0x1000_0000, generation));
+        assert_eq!(on_disk("/d").0 & 0x10, 0x10, "d stays immutable");
+        let (flags, inode) = on_disk("/log");
+        assert_eq!(flags & 0x20, 0x20, "log stays append-only");
+        let mut data = vec![0u8; inode.size as usize];
+        fs.read(&inode, 0, &mut data).unwrap();
+        assert_eq!(data, expected);
+        assert_eq!(on_disk("/mine").0 & 0x40, 0x40, "nodump");
+    }
+}
+
+/// With the write-back cache the kernel keeps mtime and ctime of writes
+/// itself and sends both when it writes the inode back: the image must
+/// hold exactly the times stat showed.
+#[test]
+fn kernel_write_times_reach_the_image() {
+    if !fuse_available() {
+        return;
+    }
+    let scratch = Scratch::new("mount-ctime");
+    let img = scratch.join("img");
+    f2fuse_mkfs(&img, "64M");
+    let m = Mount::new(&img, &scratch.join("mnt"), "");
+    let path = m.path("f");
+    fs::write(&path, b"first").unwrap();
+    std::thread::sleep(Duration::from_millis(20));
+    let file = fs::OpenOptions::new().write(true).open(&path).unwrap();
+    file.write_all_at(b"second", 0).unwrap();
+    let seen = fs::metadata(&path).unwrap();
+    file.sync_all().unwrap();
+    drop(file);
+    m.unmount();
+    fsck_clean(&img, "writes with kernel-kept times");
+    let inode = engine(&img).resolve("/f").unwrap();
+    assert_eq!(
+        (inode.mtime.sec, inode.mtime.nsec),
+        (seen.mtime(), seen.mtime_nsec() as u32)
+    );
+    assert_eq!(
+        (inode.ctime.sec, inode.ctime.nsec),
+        (seen.ctime(), seen.ctime_nsec() as u32)
+    );
+}
+
+/// Runs `script` with sh in `dir` as `uid` (0: as is); its output if it succeeded.
+fn sh_as(uid: u32, dir: &Path, script: &str) -> Result<String, String> {
+    let mut cmd = Command::new("setpriv");
+    if uid != 0 {
+        cmd.arg(format!("--reuid={uid}"))
+            .arg(format!("--regid={uid}"))
+            .arg("--clear-groups");
+    }
+    let out = cmd
+        .args(["sh", "-c", script])
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    if out.status.success() {
+        Ok(text)
+    } else {
+        Err(format!("{text}{}", String::from_utf8_lossy(&out.stderr)))
+    }
+}
+
+/// setfacl/getfacl on a mount with `default_permissions` (which turns on
+/// FUSE_POSIX_ACL): the kernel enforces the ACLs for other users, chmod
+/// and the ACL stay in step, new files inherit default ACLs (and the umask
+/// applies only without one); the image holds the ACLs after unmounting.
+#[test]
+fn posix_acls_through_mount() {
+    if !fuse_available() || !require_tool("setfacl") || !require_tool("setpriv") {
+        return;
+    }
+    // SAFETY: getuid has no preconditions.
+    if unsafe { libc::getuid() } != 0 {
+        eprintln!("SKIPPING posix_acls_through_mount: needs root (other users)");
+        return;
+    }
+    let scratch = Scratch::new("mount-acl");
+    // Other users must reach the mount point.
+    fs::set_permissions(scratch.path(), fs::Permissions::from_mode(0o755)).unwrap();
+    let img = scratch.join("img");
+    f2fuse_mkfs(&img, "64M");
+    let m = Mount::new(
+        &img,
+        &scratch.join("mnt"),
+        "allow_other,default_permissions",
+    );
+    let root = |script: &str| sh_as(0, &m.mnt, script).unwrap();
+    let nobody = |script: &str| sh_as(65534, &m.mnt, script);
+    let stranger = |script: &str| sh_as(1234, &m.mnt, script);
+
+    root("echo secret > f && chmod 600 f && setfacl -m u:nobody:r f");
+    assert_eq!(
+        root("getfacl -cp f"),
+        "user::rw-\nuser:nobody:r--\ngroup::---\nmask::r--\nother::---\n\n"
+    );
+    assert_eq!(fs::metadata(m.path("f")).unwrap().mode() & 0o777, 0o640);
+    assert_eq!(nobody("cat f").unwrap(), "secret\n");
+    assert!(nobody("echo x >> f").is_err(), "read-only entry");
+    assert!(stranger("cat f").is_err(), "no entry for uid 1234");
+    // chmod rewrites the mask: nobody's entry is now masked away.
+    root("chmod 600 f");
+    assert!(root("getfacl -cp f").contains("mask::---"));
+    assert!(nobody("cat f").is_err());
+    root("chmod 640 f");
+    assert_eq!(nobody("cat f").unwrap(), "secret\n");
+    // Removing the extended entries leaves the owning group's own entry
+    // (---) as the group bits, as on any Linux file system.
+    root("setfacl -b f");
+    assert_eq!(
+        root("getfacl -cp f"),
+        "user::rw-\ngroup::---\nother::---\n\n"
+    );
+    assert_eq!(fs::metadata(m.path("f")).unwrap().mode() & 0o777, 0o600);
+    assert!(nobody("cat f").is_err());
+
+    // Default ACLs: inherited with the requested mode, umask ignored.
+    root("mkdir d && setfacl -d -m u:nobody:rwx d");
+    root("umask 077 && touch d/new plain && mkdir d/sub");
+    let mode = |rel: &str| fs::metadata(m.path(rel)).unwrap().mode() & 0o7777;
+    assert_eq!((mode("d/new"), mode("plain")), (0o664, 0o600));
+    assert_eq!(mode("d/sub"), 0o775);
+    assert!(root("getfacl -cp d/sub").contains("default:user:nobody:rwx"));
+    nobody("echo from-nobody > d/new").unwrap();
+    assert!(stranger("echo x > d/new").is_err());
+    m.unmount();
+
+    fsck_clean(&img, "ACLs through the mount");
+    let fs = engine(&img);
+    let new = fs.resolve("/d/new").unwrap();
+    let access = fs
+        .acl(&new, AclKind::Access)
+        .unwrap()
+        .expect("inherited ACL");
+    assert_eq!(access.equiv_mode(new.mode), (new.mode, false));
+    let mut data = vec![0u8; new.size as usize];
+    fs.read(&new, 0, &mut data).unwrap();
+    assert_eq!(data, b"from-nobody\n");
+    let f = fs.resolve("/f").unwrap();
+    assert_eq!(fs.acl(&f, AclKind::Access).unwrap(), None);
+    assert_eq!(f.mode & 0o777, 0o600);
+    let sub = fs.resolve("/d/sub").unwrap();
+    assert!(fs.acl(&sub, AclKind::Default).unwrap().is_some());
 }

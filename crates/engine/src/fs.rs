@@ -6,12 +6,14 @@
 //! → `space` (segment manager) / NAT / node cache (leaf locks, held briefly,
 //! never across device I/O of file data).
 
+use crate::acl::{Acl, AclKind};
 use crate::checkpoint::{load_checkpoint, CheckpointState};
 use crate::commit::{write_checkpoint, CheckpointRequest};
 use crate::data;
 use crate::device::{BlockDevice, Device, FileDevice, FileDeviceOptions};
 use crate::dir::{self, DirEntryInfo};
 use crate::error::{Error, Result};
+use crate::flags::{self, deny_if_immutable, deny_if_locked};
 use crate::gc::{self, GcState, GcStats, VictimPolicy};
 use crate::inline;
 use crate::inode::{
@@ -73,6 +75,45 @@ pub struct SetAttr {
     pub size: Option<u64>,
     pub atime: Option<TimeSet>,
     pub mtime: Option<TimeSet>,
+    /// The change time to record instead of the current time: a kernel
+    /// that keeps file times itself (FUSE with the writeback cache) sends
+    /// the one it gave the change.
+    pub ctime: Option<Timestamp>,
+}
+
+impl SetAttr {
+    fn is_empty(&self) -> bool {
+        self.mode.is_none()
+            && self.uid.is_none()
+            && self.gid.is_none()
+            && self.size.is_none()
+            && self.atime.is_none()
+            && self.mtime.is_none()
+            && self.ctime.is_none()
+    }
+
+    /// EPERM for what the immutable and append-only flags forbid (the
+    /// VFS's notify_change and truncate rules).
+    fn check_flags(&self, inode: &InodeInfo) -> Result<()> {
+        if self.is_empty() {
+            return Ok(());
+        }
+        deny_if_immutable(inode, "attribute change")?;
+        if self.size.is_some() {
+            deny_if_locked(inode, "truncate")?;
+        }
+        if self.mode.is_some() || self.uid.is_some() || self.gid.is_some() {
+            deny_if_locked(inode, "mode or owner change")?;
+        }
+        // A kernel keeping times itself reports a write as mtime + ctime
+        // without atime; append-only files may be written, so that passes.
+        let write_times = self.ctime.is_some() && self.atime.is_none();
+        let explicit = |t: Option<TimeSet>| matches!(t, Some(TimeSet::At(_)));
+        if explicit(self.atime) || (explicit(self.mtime) && !write_times) {
+            deny_if_locked(inode, "setting times")?;
+        }
+        Ok(())
+    }
 }
 
 /// rename(2) flags.
@@ -419,6 +460,17 @@ impl Fs {
             .ok_or_else(|| Error::errno(libc::ENODATA, String::from_utf8_lossy(name)))
     }
 
+    /// The ACL of `kind` stored on `inode`, if any.
+    pub fn acl(&self, inode: &InodeInfo, kind: AclKind) -> Result<Option<Acl>> {
+        match self.get_xattr(inode, kind.xattr_name()) {
+            Ok(bytes) => Acl::parse(&bytes)
+                .map(Some)
+                .map_err(|e| Corrupt::new("ACL", format!("inode {}: {e}", inode.ino)).into()),
+            Err(e) if e.to_errno() == libc::ENODATA => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
     /// Physical extents: (file block, block address, length).
     pub fn extents(&self, inode: &InodeInfo) -> Result<Vec<(u64, u32, u64)>> {
         let _read = self.read_guard();
@@ -494,6 +546,20 @@ impl Fs {
 
     pub fn has_inline_data(&self, inode: &InodeInfo) -> bool {
         inline::has_inline_data(inode)
+    }
+
+    /// The inode flags FS_IOC_GETFLAGS reports (FS_*_FL bits).
+    pub fn get_flags(&self, inode: &InodeInfo) -> u32 {
+        flags::get_flags(inode)
+    }
+
+    /// The project id FS_IOC_FSGETXATTR reports: 0 (the default project)
+    /// unless the image has project quotas, as in the kernel.
+    pub fn project_id(&self, inode: &InodeInfo) -> u32 {
+        if self.superblock().feature.get() & feature::PRJQUOTA == 0 {
+            return 0;
+        }
+        inode.inode().projid(&inode.layout).unwrap_or(0)
     }
 
     pub fn statfs(&self) -> StatFs {
@@ -888,15 +954,17 @@ impl Fs {
             if dir::find_entry(ctx, &dir, name)?.is_some() {
                 return Err(Error::errno(libc::EEXIST, String::from_utf8_lossy(name)));
             }
+            deny_if_immutable(&dir, "adding a name")?;
             let kind = FileKind::from_mode(spec_mode)
                 .ok_or_else(|| Error::errno(libc::EINVAL, "bad file type"))?;
             if kind == FileKind::Directory && dir.links == u32::MAX {
                 return Err(Error::errno(libc::EMLINK, "too many subdirectories"));
             }
+            let (mode, inherited) = self.inherit_acls(&dir, spec_mode, kind)?;
             let ino = create_inode(
                 ctx,
                 &NewInode {
-                    mode: spec_mode,
+                    mode,
                     uid,
                     gid,
                     parent,
@@ -907,6 +975,16 @@ impl Fs {
             let linked = (|| {
                 if kind == FileKind::Directory {
                     inline::init_inline_dir(ctx, ino, parent)?;
+                }
+                for (acl_kind, acl) in &inherited {
+                    let bytes = acl.to_bytes();
+                    xattr::set_xattr(
+                        ctx,
+                        ino,
+                        acl_kind.xattr_name(),
+                        Some(&bytes),
+                        SetMode::Create,
+                    )?;
                 }
                 fill(ctx, ino)?;
                 let ft = file_type_of_mode(spec_mode).expect("valid kind");
@@ -924,6 +1002,33 @@ impl Fs {
             Ok(ino)
         })?;
         self.inode(ino)
+    }
+
+    /// What a new inode of `kind` asking for `mode` gets under directory
+    /// `dir`: with a default ACL there, the ACL masks the mode (no umask
+    /// applies) and the inode gets an access ACL unless the mode says it
+    /// all, plus the default ACL itself if it is a directory
+    /// (posix_acl_create). Symlinks have no ACLs.
+    fn inherit_acls(
+        &self,
+        dir: &InodeInfo,
+        mode: u16,
+        kind: FileKind,
+    ) -> Result<(u16, Vec<(AclKind, Acl)>)> {
+        let default = match kind {
+            FileKind::Symlink => None,
+            _ => self.acl(dir, AclKind::Default)?,
+        };
+        let Some(default) = default else {
+            return Ok((mode, Vec::new()));
+        };
+        let (mode, access) = default.inherit(mode);
+        let mut acls: Vec<(AclKind, Acl)> =
+            access.map(|a| (AclKind::Access, a)).into_iter().collect();
+        if kind == FileKind::Directory {
+            acls.push((AclKind::Default, default));
+        }
+        Ok((mode, acls))
     }
 
     /// Creates a regular file (fails with EEXIST if `name` exists).
@@ -1047,7 +1152,9 @@ impl Fs {
                     String::from_utf8_lossy(new_name),
                 ));
             }
+            deny_if_immutable(&dir, "adding a name")?;
             let inode = self.inode(ino)?;
+            deny_if_locked(&inode, "linking to it")?;
             if inode.kind == FileKind::Directory {
                 return Err(Error::errno(libc::EPERM, "hard links to directories"));
             }
@@ -1102,6 +1209,8 @@ impl Fs {
             let found = dir::find_entry(ctx, &dir, name)?
                 .ok_or_else(|| Error::errno(libc::ENOENT, String::from_utf8_lossy(name)))?;
             let target = ctx.inode(found.info.ino)?;
+            deny_if_locked(&dir, "removing a name")?;
+            deny_if_locked(&target, "removing it")?;
             match (want_dir, target.kind == FileKind::Directory) {
                 (true, false) => {
                     return Err(Error::errno(libc::ENOTDIR, String::from_utf8_lossy(name)))
@@ -1190,6 +1299,17 @@ impl Fs {
                     libc::ENOENT,
                     String::from_utf8_lossy(new_name),
                 ));
+            }
+            // Linux's may_delete of the old name, then may_delete of the
+            // replaced name or may_create of the new one.
+            deny_if_locked(&old_dir, "removing a name")?;
+            deny_if_locked(&moving, "renaming it")?;
+            match &existing {
+                Some(e) => {
+                    deny_if_locked(&new_dir, "replacing a name")?;
+                    deny_if_locked(&ctx.inode(e.info.ino)?, "replacing it")?;
+                }
+                None => deny_if_immutable(&new_dir, "adding a name")?,
             }
             if moving_dir && parent != new_parent && self.is_ancestor(old.info.ino, new_parent)? {
                 return Err(Error::errno(
@@ -1377,11 +1497,33 @@ impl Fs {
                     ))
                 }
             }
+            deny_if_immutable(&inode, "writing")?;
+            if flags::is_append_only(&inode) && offset < inode.size {
+                self.check_unchanged(&inode, offset, buf)?;
+            }
             data::write_data(ctx, ino, offset, buf)
         })?;
         self.counters
             .add(FsCounter::UserBytesWritten as usize, written as u64);
         Ok(written)
+    }
+
+    /// EPERM unless writing `buf` at `offset` leaves the bytes an
+    /// append-only file already has as they are. The kernel enforces
+    /// append-only at open (O_APPEND), but with the FUSE writeback cache
+    /// an append reaches us as a rewrite of the last partial page, so a
+    /// write below the end is refused only if it would change data.
+    fn check_unchanged(&self, inode: &InodeInfo, offset: u64, buf: &[u8]) -> Result<()> {
+        let overlap = (inode.size - offset).min(buf.len() as u64) as usize;
+        let mut old = vec![0u8; overlap];
+        let n = data::read_data(&self.dev, &self.nm, inode, offset, &mut old)?;
+        if n != overlap || old != buf[..overlap] {
+            return Err(Error::errno(
+                libc::EPERM,
+                format!("inode {} is append-only: changing its data", inode.ino),
+            ));
+        }
+        Ok(())
     }
 
     /// Changes attributes; returns the inode afterwards.
@@ -1390,6 +1532,16 @@ impl Fs {
             let lock = self.inode_lock(ino);
             let _guard = lock.write();
             let inode = ctx.inode(ino)?;
+            attr.check_flags(&inode)?;
+            if let Some(perm) = attr.mode {
+                // chmod rewrites the access ACL to agree (posix_acl_chmod).
+                if let Some(mut acl) = self.acl(&inode, AclKind::Access)? {
+                    acl.chmod(perm);
+                    let bytes = acl.to_bytes();
+                    let name = AclKind::Access.xattr_name();
+                    xattr::set_xattr(ctx, ino, name, Some(&bytes), SetMode::Replace)?;
+                }
+            }
             if let Some(size) = attr.size {
                 match inode.kind {
                     FileKind::Regular => data::truncate(ctx, ino, size)?,
@@ -1426,18 +1578,88 @@ impl Fs {
                 if let Some(m) = attr.mtime {
                     set_mtime(raw, resolve(m));
                 }
+                set_ctime(raw, attr.ctime.unwrap_or(t));
+            })
+        })?;
+        self.inode(ino)
+    }
+
+    /// FS_IOC_SETFLAGS: stores the settable FS_*_FL bits of `requested`
+    /// (see `flags`); the caller checks who may change immutable and
+    /// append-only (CAP_LINUX_IMMUTABLE). Returns the inode afterwards.
+    pub fn set_flags(&self, ino: u32, requested: u32) -> Result<InodeInfo> {
+        self.mutate(|ctx| {
+            let lock = self.inode_lock(ino);
+            let _guard = lock.write();
+            let inode = ctx.inode(ino)?;
+            let stored = flags::flags_to_store(&inode, requested)?;
+            let t = now();
+            ctx.update_inode(ino, |raw| {
+                raw.i_flags.set(stored);
                 set_ctime(raw, t);
             })
         })?;
         self.inode(ino)
     }
 
-    /// Sets an xattr (full name like "user.x") with XATTR_CREATE/REPLACE semantics.
+    /// Sets an xattr (full name like "user.x") with XATTR_CREATE/REPLACE
+    /// semantics. POSIX ACL names go to `set_acl` (as the kernel's ACL
+    /// handler, which ignores the flags) by a privileged caller.
     pub fn set_xattr(&self, ino: u32, name: &[u8], value: &[u8], mode: SetMode) -> Result<()> {
+        if let Some(kind) = AclKind::of_xattr(name) {
+            return self.set_acl(ino, kind, value, true);
+        }
         self.mutate(|ctx| {
             let lock = self.inode_lock(ino);
             let _guard = lock.write();
+            deny_if_locked(&ctx.inode(ino)?, "changing xattrs")?;
             xattr::set_xattr(ctx, ino, name, Some(value), mode)
+        })
+    }
+
+    /// Sets a POSIX ACL (in the user-space xattr format). An access ACL
+    /// also sets the permission bits it implies and is stored only if they
+    /// cannot say it all; the setgid bit is dropped unless `keep_sgid` (the
+    /// caller is in the file's group or privileged), as
+    /// posix_acl_update_mode does. Default ACLs exist only on directories.
+    pub fn set_acl(&self, ino: u32, kind: AclKind, value: &[u8], keep_sgid: bool) -> Result<()> {
+        let acl = Acl::parse(value)?;
+        self.mutate(|ctx| {
+            let lock = self.inode_lock(ino);
+            let _guard = lock.write();
+            let inode = ctx.inode(ino)?;
+            deny_if_locked(&inode, "changing ACLs")?;
+            let name = kind.xattr_name();
+            let bytes = acl.to_bytes();
+            match (kind, inode.kind) {
+                (_, FileKind::Symlink) => Err(Error::errno(libc::EOPNOTSUPP, "ACLs on a symlink")),
+                (AclKind::Default, FileKind::Directory) => {
+                    xattr::set_xattr(ctx, ino, name, Some(&bytes), SetMode::Any)
+                }
+                (AclKind::Default, _) => Err(Error::errno(
+                    libc::EACCES,
+                    "default ACLs are for directories",
+                )),
+                (AclKind::Access, _) => {
+                    let (mut mode, minimal) = acl.equiv_mode(inode.mode);
+                    if !keep_sgid {
+                        mode &= !(libc::S_ISGID as u16);
+                    }
+                    if !minimal {
+                        xattr::set_xattr(ctx, ino, name, Some(&bytes), SetMode::Any)?;
+                    } else {
+                        match xattr::set_xattr(ctx, ino, name, None, SetMode::Replace) {
+                            Err(e) if e.to_errno() == libc::ENODATA => {}
+                            other => other?,
+                        }
+                    }
+                    let t = now();
+                    ctx.update_inode(ino, |raw| {
+                        raw.i_mode.set(mode);
+                        set_ctime(raw, t);
+                    })
+                }
+            }
         })
     }
 
@@ -1445,6 +1667,7 @@ impl Fs {
         self.mutate(|ctx| {
             let lock = self.inode_lock(ino);
             let _guard = lock.write();
+            deny_if_locked(&ctx.inode(ino)?, "changing xattrs")?;
             xattr::set_xattr(ctx, ino, name, None, SetMode::Replace)
         })
     }

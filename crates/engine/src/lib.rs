@@ -2,16 +2,18 @@
 //! the kernel's fs/f2fs is. Lower modules never use higher ones:
 //!
 //! `stats` < `device` < `superblock` < `checkpoint` < `segment` < `node`
-//! < `inode` < `inline` < `data` < `xattr` < `dir` < `gc` < `commit`
-//! < `report` < `fs` (the facade), with `mkfs` beside `fs` using only the
-//! device and the layout crate.
+//! < `inode` < `flags` < `inline` < `data` < `xattr` < `acl` < `dir` < `gc`
+//! < `commit` < `report` < `fs` (the facade), with `mkfs` beside `fs` using
+//! only the device and the layout crate.
 
+pub mod acl;
 pub mod checkpoint;
 pub mod commit;
 pub mod data;
 pub mod device;
 pub mod dir;
 pub mod error;
+pub mod flags;
 pub mod fs;
 pub mod fsck;
 pub mod gc;

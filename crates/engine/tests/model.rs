@@ -1399,6 +1399,7 @@ impl Harness {
             size,
             atime: ts(atime),
             mtime: ts(mtime),
+            ctime: None,
         };
         let got = self.fs().setattr(self.ino(id), &attr);
         let what = format!("setattr {id} {attr:?}");

@@ -8,17 +8,20 @@
 //! last reference is gone, and its number cannot be reused meanwhile.
 
 use crate::convert::{decode_dev, file_attr, timestamp, to_f2fs, to_fuse};
+use crate::ioctl::{self, Command};
 use crate::log;
+use f2fuse_engine::acl::AclKind;
 use f2fuse_engine::dir::DirEntryInfo;
+use f2fuse_engine::flags::{is_append_only, is_immutable};
 use f2fuse_engine::fs::{RenameFlags as EngineRenameFlags, SetAttr, TimeSet};
 use f2fuse_engine::xattr::SetMode;
 use f2fuse_engine::{Error, FileKind, Fs, InodeInfo};
-use f2fuse_layout::{F2FS_NAME_LEN, F2FS_ROOT_INO};
+use f2fuse_layout::{inode_flag, F2FS_NAME_LEN, F2FS_ROOT_INO};
 use fuser::{
     AccessFlags, Errno, FileHandle, Filesystem, FopenFlags, Generation, INodeNo, InitFlags,
-    KernelConfig, LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData,
-    ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyLseek, ReplyOpen, ReplyStatfs,
-    ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
+    IoctlFlags, KernelConfig, LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData,
+    ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyIoctl, ReplyLseek, ReplyOpen,
+    ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
 };
 use parking_lot::{Mutex, RwLock};
 use std::collections::HashMap;
@@ -92,6 +95,9 @@ impl Shared {
 pub struct AdapterConfig {
     pub ttl: Duration,
     pub writeback_cache: bool,
+    /// Offer POSIX ACLs (FUSE_POSIX_ACL, which makes the kernel check
+    /// permissions, ACLs included, as `default_permissions` does).
+    pub posix_acl: bool,
 }
 
 pub struct F2fsFuse {
@@ -106,6 +112,8 @@ pub struct F2fsFuse {
     /// Writes take their inode's stripe shared, fallocate exclusively (it
     /// fills holes it found, which a concurrent write must not land in).
     stripes: Vec<RwLock<()>>,
+    /// The kernel agreed to POSIX ACLs (and to leave the umask to us).
+    acl: bool,
 }
 
 type Res<T> = std::result::Result<T, Errno>;
@@ -127,12 +135,20 @@ fn name_ok(name: &OsStr) -> Res<&[u8]> {
     Ok(bytes)
 }
 
-/// POSIX ACLs are not supported yet: F2FS stores them in its own format
-/// (not the xattr format the VFS passes through), and without
-/// FUSE_POSIX_ACL nobody would enforce them. Like a `noacl` mount, their
-/// names are refused (so `cp -a` falls back to chmod) and not listed.
-fn is_acl(name: &[u8]) -> bool {
-    name == b"system.posix_acl_access" || name == b"system.posix_acl_default"
+/// What the VFS's may_open refuses for flagged inodes, which the kernel
+/// cannot check itself (FUSE inodes carry no S_IMMUTABLE or S_APPEND):
+/// writing an immutable file, writing an append-only one without O_APPEND
+/// or truncating it.
+fn check_open_flags(inode: &InodeInfo, flags: i32) -> Res<()> {
+    let writing = flags & libc::O_ACCMODE != libc::O_RDONLY;
+    if writing && is_immutable(inode) {
+        return Err(Errno::EPERM);
+    }
+    let appending = flags & libc::O_APPEND != 0 && flags & libc::O_TRUNC == 0;
+    if writing && !appending && is_append_only(inode) {
+        return Err(Errno::EPERM);
+    }
+    Ok(())
 }
 
 fn ino_of(ino: INodeNo) -> Res<u32> {
@@ -161,6 +177,7 @@ impl F2fsFuse {
             dirs: Mutex::new(HashMap::new()),
             kernel_refs: Mutex::new(HashMap::new()),
             stripes: (0..STRIPES).map(|_| RwLock::new(())).collect(),
+            acl: false,
         }
     }
 
@@ -278,17 +295,44 @@ impl F2fsFuse {
         st.blocks_available < threshold
     }
 
+    /// The mode to ask the engine for. Without ACLs the kernel applied
+    /// the umask already; with them it leaves that to us (FUSE_DONT_MASK),
+    /// and it applies only where the directory has no default ACL, which
+    /// masks the mode instead (the engine does that).
+    fn requested_mode(&self, dir: &InodeInfo, mode: u32, umask: u32) -> Res<u32> {
+        if !self.acl {
+            return Ok(mode);
+        }
+        let default = self.fs.acl(dir, AclKind::Default).map_err(|e| errno(&e))?;
+        Ok(if default.is_some() {
+            mode
+        } else {
+            mode & !umask
+        })
+    }
+
+    /// ACL names are refused (EOPNOTSUPP, as on a `noacl` mount, so
+    /// `cp -a` falls back to chmod) unless the kernel enforces ACLs.
+    fn acl_kind(&self, name: &[u8]) -> Res<Option<AclKind>> {
+        match AclKind::of_xattr(name) {
+            Some(_) if !self.acl => Err(Errno::EOPNOTSUPP),
+            kind => Ok(kind),
+        }
+    }
+
     fn do_create(
         &self,
         req: &Request,
         parent: u32,
         name: &OsStr,
         mode: u32,
+        umask: u32,
         flags: i32,
     ) -> Res<InodeInfo> {
         let name = name_ok(name)?;
         let dir = self.inode(parent)?;
         let (uid, gid) = self.new_owner(req, &dir);
+        let mode = self.requested_mode(&dir, mode, umask)?;
         match self
             .fs
             .create(parent, name, (mode & 0o7777) as u16, uid, gid)
@@ -298,6 +342,7 @@ impl F2fsFuse {
                 // The name appeared after the kernel's lookup: open it.
                 let entry = self.fs.lookup(parent, name).map_err(|e| errno(&e))?;
                 let inode = self.inode(entry.ino)?;
+                check_open_flags(&inode, flags)?;
                 match inode.kind {
                     FileKind::Directory => Err(Errno::EISDIR),
                     FileKind::Regular if flags & libc::O_TRUNC != 0 => self.do_setattr(
@@ -449,6 +494,44 @@ impl F2fsFuse {
         Ok(found as i64)
     }
 
+    fn do_ioctl(&self, req: &Request, ino: u32, cmd: Command) -> Res<Vec<u8>> {
+        let inode = self.inode(ino)?;
+        let flags = self.fs.get_flags(&inode);
+        match cmd {
+            Command::GetFlags => Ok(flags.to_ne_bytes().to_vec()),
+            // i_generation, as a 4-byte int like the kernel's F2FS.
+            Command::GetVersion => Ok(inode.generation.to_ne_bytes().to_vec()),
+            Command::FsGetXattr => Ok(ioctl::fsxattr(flags, self.fs.project_id(&inode)).to_vec()),
+            Command::SetFlags(new) => self.set_flags(req, &inode, new),
+            Command::FsSetXattr {
+                flags: common,
+                projid,
+            } => {
+                // Moving a file to another project needs project quota accounting.
+                if projid != self.fs.project_id(&inode) {
+                    return Err(Errno::EOPNOTSUPP);
+                }
+                self.set_flags(req, &inode, (flags & !ioctl::COMMON_FLAGS) | common)
+            }
+        }
+    }
+
+    /// The VFS's rules (vfs_fileattr_set): only the owner or root changes
+    /// flags, and only root (CAP_LINUX_IMMUTABLE) immutable or append-only.
+    fn set_flags(&self, req: &Request, inode: &InodeInfo, new: u32) -> Res<Vec<u8>> {
+        let root = req.uid() == 0;
+        if !root && req.uid() != inode.uid {
+            return Err(Errno::EPERM);
+        }
+        let guarded = inode_flag::IMMUTABLE | inode_flag::APPEND;
+        if !root && (new ^ self.fs.get_flags(inode)) & guarded != 0 {
+            return Err(Errno::EPERM);
+        }
+        self.shared.change();
+        self.fs.set_flags(inode.ino, new).map_err(|e| errno(&e))?;
+        Ok(Vec::new())
+    }
+
     fn do_access(&self, req: &Request, ino: u32, mask: AccessFlags) -> Res<()> {
         let inode = self.inode(ino)?;
         let want = mask.bits() & 0o7;
@@ -465,7 +548,7 @@ impl F2fsFuse {
         }
         let bits = if req.uid() == inode.uid {
             mode >> 6
-        } else if req.gid() == inode.gid || in_groups(req.pid(), inode.gid) {
+        } else if in_group(req, inode.gid) {
             mode >> 3
         } else {
             mode
@@ -475,6 +558,11 @@ impl F2fsFuse {
         }
         Ok(())
     }
+}
+
+/// Whether the caller's group or one of its supplementary groups is `gid`.
+fn in_group(req: &Request, gid: u32) -> bool {
+    req.gid() == gid || in_groups(req.pid(), gid)
 }
 
 /// Whether process `pid` has `gid` among its supplementary groups.
@@ -548,6 +636,14 @@ impl Filesystem for F2fsFuse {
         if self.cfg.writeback_cache {
             want |= InitFlags::FUSE_WRITEBACK_CACHE;
         }
+        // With ACLs the kernel checks permissions against them, and the
+        // daemon keeps mode and ACLs in step, makes new inodes inherit
+        // default ACLs and applies the umask where none is inherited.
+        let acl = InitFlags::FUSE_POSIX_ACL | InitFlags::FUSE_DONT_MASK;
+        self.acl = self.cfg.posix_acl && config.capabilities().contains(acl);
+        if self.acl {
+            want |= acl;
+        }
         let _ = config.add_capabilities(want & config.capabilities());
         Ok(())
     }
@@ -591,7 +687,7 @@ impl Filesystem for F2fsFuse {
         size: Option<u64>,
         atime: Option<TimeOrNow>,
         mtime: Option<TimeOrNow>,
-        _ctime: Option<SystemTime>,
+        ctime: Option<SystemTime>,
         _fh: Option<FileHandle>,
         _crtime: Option<SystemTime>,
         _chgtime: Option<SystemTime>,
@@ -607,6 +703,7 @@ impl Filesystem for F2fsFuse {
             size,
             atime: atime.map(time_set),
             mtime: mtime.map(time_set),
+            ctime: ctime.map(timestamp),
         };
         // A truncation must not interleave with a fallocate of the file.
         let _stripe = size.map(|_| self.stripe(ino).read());
@@ -636,7 +733,7 @@ impl Filesystem for F2fsFuse {
         parent: INodeNo,
         name: &OsStr,
         mode: u32,
-        _umask: u32,
+        umask: u32,
         rdev: u32,
         reply: ReplyEntry,
     ) {
@@ -645,6 +742,7 @@ impl Filesystem for F2fsFuse {
         let result = name_ok(name).and_then(|name| {
             let dir = self.inode(parent)?;
             let (uid, gid) = self.new_owner(req, &dir);
+            let mode = self.requested_mode(&dir, mode, umask)?;
             self.fs
                 .mknod(parent, name, mode as u16, decode_dev(rdev), uid, gid)
                 .map_err(|e| errno(&e))
@@ -661,7 +759,7 @@ impl Filesystem for F2fsFuse {
         parent: INodeNo,
         name: &OsStr,
         mode: u32,
-        _umask: u32,
+        umask: u32,
         reply: ReplyEntry,
     ) {
         let parent = ino_or_reply!(parent, reply);
@@ -669,7 +767,7 @@ impl Filesystem for F2fsFuse {
         let result = name_ok(name).and_then(|name| {
             let dir = self.inode(parent)?;
             let (uid, gid) = self.new_owner(req, &dir);
-            let mut perm = (mode & 0o7777) as u16;
+            let mut perm = (self.requested_mode(&dir, mode, umask)? & 0o7777) as u16;
             if dir.mode & libc::S_ISGID as u16 != 0 {
                 // New directories inherit the setgid bit (and with it the group).
                 perm |= libc::S_ISGID as u16;
@@ -783,6 +881,7 @@ impl Filesystem for F2fsFuse {
         let ino = ino_or_reply!(ino, reply);
         match self.inode(ino) {
             Ok(inode) if inode.kind == FileKind::Directory => reply.error(Errno::EISDIR),
+            Ok(inode) if check_open_flags(&inode, flags.0).is_err() => reply.error(Errno::EPERM),
             Ok(_) => {
                 let _ = self.fs.open_inode(ino);
                 reply.opened(self.new_fh(), self.open_mode(flags.0));
@@ -1007,7 +1106,7 @@ impl Filesystem for F2fsFuse {
 
     fn setxattr(
         &self,
-        _req: &Request,
+        req: &Request,
         ino: INodeNo,
         name: &OsStr,
         value: &[u8],
@@ -1022,21 +1121,29 @@ impl Filesystem for F2fsFuse {
             libc::XATTR_REPLACE => SetMode::Replace,
             _ => return reply.error(Errno::EINVAL),
         };
-        if is_acl(name.as_bytes()) {
-            return reply.error(Errno::EOPNOTSUPP);
-        }
-        self.shared.change();
-        match self.fs.set_xattr(ino, name.as_bytes(), value, mode) {
+        let result = self.acl_kind(name.as_bytes()).and_then(|acl| {
+            self.shared.change();
+            match acl {
+                Some(kind) => {
+                    let inode = self.inode(ino)?;
+                    let keep_sgid = req.uid() == 0 || in_group(req, inode.gid);
+                    self.fs.set_acl(ino, kind, value, keep_sgid)
+                }
+                None => self.fs.set_xattr(ino, name.as_bytes(), value, mode),
+            }
+            .map_err(|e| errno(&e))
+        });
+        match result {
             Ok(()) => reply.ok(),
-            Err(e) => reply.error(errno(&e)),
+            Err(e) => reply.error(e),
         }
     }
 
     fn getxattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
         self.shared.request();
         let ino = ino_or_reply!(ino, reply);
-        if is_acl(name.as_bytes()) {
-            return reply.error(Errno::EOPNOTSUPP);
+        if let Err(e) = self.acl_kind(name.as_bytes()) {
+            return reply.error(e);
         }
         let result = self.inode(ino).and_then(|inode| {
             self.fs
@@ -1060,7 +1167,8 @@ impl Filesystem for F2fsFuse {
         match result {
             Ok(list) => {
                 let mut names = Vec::new();
-                for (name, _) in list.iter().filter(|(n, _)| !is_acl(n)) {
+                let listed = |n: &[u8]| self.acl || AclKind::of_xattr(n).is_none();
+                for (name, _) in list.iter().filter(|(n, _)| listed(n)) {
                     names.extend_from_slice(name);
                     names.push(0);
                 }
@@ -1078,8 +1186,8 @@ impl Filesystem for F2fsFuse {
 
     fn removexattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         let ino = ino_or_reply!(ino, reply);
-        if is_acl(name.as_bytes()) {
-            return reply.error(Errno::EOPNOTSUPP);
+        if let Err(e) = self.acl_kind(name.as_bytes()) {
+            return reply.error(e);
         }
         self.shared.change();
         match self.fs.remove_xattr(ino, name.as_bytes()) {
@@ -1103,13 +1211,13 @@ impl Filesystem for F2fsFuse {
         parent: INodeNo,
         name: &OsStr,
         mode: u32,
-        _umask: u32,
+        umask: u32,
         flags: i32,
         reply: ReplyCreate,
     ) {
         let parent = ino_or_reply!(parent, reply);
         self.shared.change();
-        match self.do_create(req, parent, name, mode, flags) {
+        match self.do_create(req, parent, name, mode, umask, flags) {
             Ok(inode) => {
                 self.kernel_ref(inode.ino);
                 let _ = self.fs.open_inode(inode.ino);
@@ -1165,6 +1273,25 @@ impl Filesystem for F2fsFuse {
         let ino = ino_or_reply!(ino, reply);
         match self.do_lseek(ino, offset, whence) {
             Ok(at) => reply.offset(at),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn ioctl(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        _flags: IoctlFlags,
+        cmd: u32,
+        in_data: &[u8],
+        out_size: u32,
+        reply: ReplyIoctl,
+    ) {
+        self.shared.request();
+        let ino = ino_or_reply!(ino, reply);
+        match ioctl::decode(cmd, in_data, out_size).and_then(|cmd| self.do_ioctl(req, ino, cmd)) {
+            Ok(out) => reply.ioctl(0, &out),
             Err(e) => reply.error(e),
         }
     }

@@ -11,6 +11,7 @@
 mod adapter;
 pub mod config;
 mod convert;
+mod ioctl;
 
 pub use adapter::{AdapterConfig, F2fsFuse, Shared};
 pub use config::{MountConfig, OPTIONS_HELP};
@@ -419,6 +420,7 @@ fn serve_blocked(
         AdapterConfig {
             ttl: cfg.ttl,
             writeback_cache: cfg.writeback_cache && !cfg.read_only,
+            posix_acl: cfg.default_permissions,
         },
         shared.clone(),
     );

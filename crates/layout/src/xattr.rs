@@ -77,14 +77,14 @@ pub fn is_acl_index(index: u8) -> bool {
 }
 
 /// POSIX ACL tags.
-const ACL_USER_OBJ: u16 = 0x01;
-const ACL_USER: u16 = 0x02;
-const ACL_GROUP_OBJ: u16 = 0x04;
-const ACL_GROUP: u16 = 0x08;
-const ACL_MASK: u16 = 0x10;
-const ACL_OTHER: u16 = 0x20;
+pub const ACL_USER_OBJ: u16 = 0x01;
+pub const ACL_USER: u16 = 0x02;
+pub const ACL_GROUP_OBJ: u16 = 0x04;
+pub const ACL_GROUP: u16 = 0x08;
+pub const ACL_MASK: u16 = 0x10;
+pub const ACL_OTHER: u16 = 0x20;
 /// Version words of the user-space (VFS) and on-disk ACL formats.
-const POSIX_ACL_XATTR_VERSION: u32 = 2;
+pub const POSIX_ACL_XATTR_VERSION: u32 = 2;
 const F2FS_ACL_VERSION: u32 = 1;
 
 /// Converts an ACL from the xattr format user space passes (version 2,

@@ -1,0 +1,153 @@
+//! The ioctls the kernel forwards to us, decoded.
+//!
+//! chattr and lsattr do not reach a FUSE daemon with their own ioctls: the
+//! VFS turns FS_IOC_GETFLAGS/SETFLAGS into its fileattr calls, and FUSE's
+//! fileattr_get/set send FUSE_IOCTL with FS_IOC_GETFLAGS/SETFLAGS (a 4-byte
+//! int) when flags are asked for, and FS_IOC_FSGETXATTR/FSSETXATTR (struct
+//! fsxattr) otherwise, which includes the read of the old attributes before
+//! every set. FS_IOC_GETVERSION arrives as the program sent it.
+
+use fuser::Errno;
+
+const FS_IOC_GETFLAGS: u32 = libc::FS_IOC_GETFLAGS as u32;
+const FS_IOC_SETFLAGS: u32 = libc::FS_IOC_SETFLAGS as u32;
+const FS_IOC_GETVERSION: u32 = libc::FS_IOC_GETVERSION as u32;
+/// _IOR('X', 31, struct fsxattr) and _IOW('X', 32, struct fsxattr).
+const FS_IOC_FSGETXATTR: u32 = 0x801c_581f;
+const FS_IOC_FSSETXATTR: u32 = 0x401c_5820;
+
+/// Size of struct fsxattr: xflags, extsize, nextents, projid, cowextsize, 8 pad bytes.
+pub const FSXATTR_SIZE: usize = 28;
+const FSX_PROJID_AT: usize = 12;
+
+/// FS_XFLAG_* bits and the FS_*_FL flags they stand for (the VFS's
+/// fileattr_fill_xflags/fileattr_fill_flags pairs).
+const XFLAG_TO_FLAG: &[(u32, u32)] = &[
+    (0x0000_0008, 0x0000_0010), // IMMUTABLE
+    (0x0000_0010, 0x0000_0020), // APPEND
+    (0x0000_0020, 0x0000_0008), // SYNC
+    (0x0000_0040, 0x0000_0080), // NOATIME
+    (0x0000_0080, 0x0000_0040), // NODUMP
+    (0x0000_0200, 0x2000_0000), // PROJINHERIT
+    (0x0000_8000, 0x0200_0000), // DAX
+];
+
+/// The FS_*_FL flags an fsxattr can express (the VFS's FS_COMMON_FL).
+pub const COMMON_FLAGS: u32 = {
+    let mut all = 0;
+    let mut i = 0;
+    while i < XFLAG_TO_FLAG.len() {
+        all |= XFLAG_TO_FLAG[i].1;
+        i += 1;
+    }
+    all
+};
+
+/// One decoded request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Command {
+    GetFlags,
+    SetFlags(u32),
+    GetVersion,
+    FsGetXattr,
+    /// The FS_*_FL equivalent of the requested xflags, and the project id.
+    FsSetXattr {
+        flags: u32,
+        projid: u32,
+    },
+}
+
+fn u32_at(data: &[u8], at: usize) -> Option<u32> {
+    Some(u32::from_ne_bytes(data.get(at..at + 4)?.try_into().ok()?))
+}
+
+/// Decodes `cmd` with its input; ENOTTY for ioctls we do not handle, EINVAL
+/// for a malformed argument or an output buffer too small for the answer.
+pub fn decode(cmd: u32, in_data: &[u8], out_size: u32) -> Result<Command, Errno> {
+    let need_out = |size: usize| {
+        if (out_size as usize) < size {
+            Err(Errno::EINVAL)
+        } else {
+            Ok(())
+        }
+    };
+    match cmd {
+        FS_IOC_GETFLAGS => need_out(4).map(|()| Command::GetFlags),
+        FS_IOC_GETVERSION => need_out(4).map(|()| Command::GetVersion),
+        FS_IOC_FSGETXATTR => need_out(FSXATTR_SIZE).map(|()| Command::FsGetXattr),
+        FS_IOC_SETFLAGS => u32_at(in_data, 0)
+            .map(Command::SetFlags)
+            .ok_or(Errno::EINVAL),
+        FS_IOC_FSSETXATTR => {
+            if in_data.len() < FSXATTR_SIZE {
+                return Err(Errno::EINVAL);
+            }
+            let xflags = u32_at(in_data, 0).ok_or(Errno::EINVAL)?;
+            let mut flags = 0;
+            let mut known = 0;
+            for &(x, f) in XFLAG_TO_FLAG {
+                known |= x;
+                if xflags & x != 0 {
+                    flags |= f;
+                }
+            }
+            if xflags & !known != 0 {
+                return Err(Errno::EOPNOTSUPP);
+            }
+            let projid = u32_at(in_data, FSX_PROJID_AT).ok_or(Errno::EINVAL)?;
+            Ok(Command::FsSetXattr { flags, projid })
+        }
+        _ => Err(Errno::ENOTTY),
+    }
+}
+
+/// The struct fsxattr answering FS_IOC_FSGETXATTR for inode flags `flags`.
+pub fn fsxattr(flags: u32, projid: u32) -> [u8; FSXATTR_SIZE] {
+    let xflags = XFLAG_TO_FLAG
+        .iter()
+        .filter(|&&(_, f)| flags & f != 0)
+        .fold(0, |acc, &(x, _)| acc | x);
+    let mut out = [0u8; FSXATTR_SIZE];
+    out[0..4].copy_from_slice(&xflags.to_ne_bytes());
+    out[FSX_PROJID_AT..FSX_PROJID_AT + 4].copy_from_slice(&projid.to_ne_bytes());
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ioctl_numbers_match_linux() {
+        // _IOC(dir, type, nr, size) = dir << 30 | size << 16 | type << 8 | nr
+        let ioc =
+            |dir: u32, ty: u8, nr: u32, size: u32| dir << 30 | size << 16 | (ty as u32) << 8 | nr;
+        assert_eq!(FS_IOC_FSGETXATTR, ioc(2, b'X', 31, FSXATTR_SIZE as u32));
+        assert_eq!(FS_IOC_FSSETXATTR, ioc(1, b'X', 32, FSXATTR_SIZE as u32));
+        assert_eq!(FS_IOC_GETFLAGS, ioc(2, b'f', 1, 8));
+    }
+
+    #[test]
+    fn fsxattr_round_trips_the_common_flags() {
+        let flags = 0x10 | 0x20 | 0x40 | 0x2000_0000;
+        let encoded = fsxattr(flags, 7);
+        assert_eq!(
+            decode(FS_IOC_FSSETXATTR, &encoded, 0),
+            Ok(Command::FsSetXattr { flags, projid: 7 })
+        );
+        // Flags without an xflag (here FS_INDEX_FL) are not expressed.
+        assert_eq!(fsxattr(0x1000, 0), [0u8; FSXATTR_SIZE]);
+        let mut unknown = [0u8; FSXATTR_SIZE];
+        unknown[0] = 0x01; // FS_XFLAG_REALTIME
+        assert_eq!(
+            decode(FS_IOC_FSSETXATTR, &unknown, 0),
+            Err(Errno::EOPNOTSUPP)
+        );
+        assert_eq!(
+            decode(FS_IOC_FSSETXATTR, &unknown[..8], 0),
+            Err(Errno::EINVAL)
+        );
+        assert_eq!(decode(FS_IOC_GETFLAGS, &[], 2), Err(Errno::EINVAL));
+        assert_eq!(decode(0x1234, &[], 8), Err(Errno::ENOTTY));
+    }
+}
