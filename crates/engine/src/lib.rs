@@ -2,7 +2,7 @@
 //! the kernel's fs/f2fs is. Lower modules never use higher ones:
 //!
 //! `device` < `superblock` < `checkpoint` < `segment` < `node` < `inode`
-//! < `inline` < `data` < `xattr` < `dir` < `fs` (the facade), with `mkfs`
+//! < `inline` < `data` < `xattr` < `dir` < `gc` < `tunables` < `fs` (the facade), with `mkfs`
 //! beside `fs` using only the device and the layout crate.
 
 pub mod checkpoint;
@@ -20,6 +20,7 @@ pub mod mkfs;
 pub mod node;
 pub mod segment;
 pub mod superblock;
+pub mod tunables;
 pub mod xattr;
 
 pub use error::{Error, Result};
