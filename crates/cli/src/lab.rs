@@ -41,7 +41,7 @@ pub struct LabArgs {
     #[arg(long, default_value_t = 15_000)]
     pub ops: u64,
     /// How full the fill phase makes the file system: % of the user blocks in use.
-    #[arg(long, default_value_t = 90)]
+    #[arg(long, default_value_t = 90, value_parser = clap::value_parser!(u64).range(1..=99))]
     pub fill: u64,
     /// Simulated duration of one operation, in microseconds.
     #[arg(long, default_value_t = 1000)]
@@ -329,7 +329,7 @@ pub fn run(args: &LabArgs) -> Result<(), String> {
         tunables,
         size: parse_size(&args.size)?,
         ops: args.ops,
-        fill_percent: args.fill.clamp(1, 100),
+        fill_percent: args.fill,
         op_time: Duration::from_micros(args.op_us),
     };
     let started = std::time::Instant::now();

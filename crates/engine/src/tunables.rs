@@ -126,7 +126,7 @@ pub const DEFAULT_GC_MAX_SLEEP_MS: u32 = 60_000;
 pub const DEFAULT_GC_NO_GC_SLEEP_MS: u32 = 300_000;
 pub const DEFAULT_CP_INTERVAL_SECS: u32 = 60;
 /// Default prefree limit: this percentage of the main segments...
-const DEFAULT_RECLAIM_PERCENT: u32 = 5;
+const DEFAULT_RECLAIM_PERCENT: u64 = 5;
 /// ...but at most this many (8 GiB).
 const MAX_DEFAULT_RECLAIM_SEGMENTS: u32 = 4096;
 
@@ -198,8 +198,8 @@ impl Tunables {
             gc_max_sleep_ms: DEFAULT_GC_MAX_SLEEP_MS,
             gc_no_gc_sleep_ms: DEFAULT_GC_NO_GC_SLEEP_MS,
             cp_interval_secs: DEFAULT_CP_INTERVAL_SECS,
-            reclaim_segments: (main_segments / 100 * DEFAULT_RECLAIM_PERCENT)
-                .min(MAX_DEFAULT_RECLAIM_SEGMENTS),
+            reclaim_segments: (main_segments as u64 * DEFAULT_RECLAIM_PERCENT / 100)
+                .min(MAX_DEFAULT_RECLAIM_SEGMENTS as u64) as u32,
             dir_level: 0,
         }
     }

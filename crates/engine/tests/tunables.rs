@@ -223,6 +223,10 @@ fn background_gc_sleeps_as_the_kernel() {
     let s = Duration::from_secs;
     // Busy: one step longer, at most the maximum.
     assert_eq!(fs.background_gc_step(s(30), true).unwrap(), s(60));
+    fs.set_tunable("gc_max_sleep_time", 45_000).unwrap();
+    assert_eq!(fs.background_gc_step(s(30), true).unwrap(), s(45));
+    fs.set_tunable("gc_min_sleep_time", 10_000).unwrap();
+    assert_eq!(fs.background_gc_step(s(30), true).unwrap(), s(40));
     // Idle but nothing worth cleaning: the "no GC" sleep.
     assert_eq!(fs.background_gc_step(s(30), false).unwrap(), s(300));
     fs.set_tunable("gc_no_gc_sleep_time", 7000).unwrap();
