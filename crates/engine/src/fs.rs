@@ -611,7 +611,7 @@ impl Fs {
             if !self.room_to_move_locked()? {
                 break;
             }
-            // The search bound applies to foreground cleaning too, as in the kernel.
+            // Bounded too, unlike current kernels' foreground searches (see `tunables`).
             let Some(victim) = gc::select_victim(&ctx, &mut gc_state, policy, max_search) else {
                 break;
             };

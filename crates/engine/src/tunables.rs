@@ -4,7 +4,10 @@
 //! kernel's other names are not accepted (README: "Tunables").
 //!
 //! `gc_idle` and `gc_urgent` are two views of one mode, as in the kernel
-//! (`sbi->gc_mode`): setting one resets the other.
+//! (`sbi->gc_mode`): setting one resets the other. `max_victim_search`
+//! bounds foreground searches too, as when the kernel introduced it (current
+//! kernels bound only background cleaning and SSR, which we do not have):
+//! foreground cleaning does nearly all the work here.
 
 use crate::error::{Error, Result};
 use crate::gc::VictimPolicy;
@@ -53,7 +56,7 @@ const MAX_MS: u64 = 86_400_000;
 pub const TUNABLES: &[TunableInfo] = &[
     info(
         "max_victim_search",
-        "dirty sections one victim search looks at (foreground and background)",
+        "dirty sections one victim search looks at, foreground and background",
         1,
         u32::MAX as u64,
     ),
