@@ -5,11 +5,13 @@ mod edit;
 mod extract;
 mod fsck;
 mod inspect;
+mod lab;
 mod mkfs;
 mod mount;
 mod put;
 mod rw;
 mod size;
+mod tune;
 
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
@@ -97,6 +99,11 @@ enum Command {
     Build(build::BuildArgs),
     /// Mount IMAGE on MOUNTPOINT through FUSE (serves in the background unless -f).
     Mount(mount::MountArgs),
+    /// Show or change the tunables of a mounted image (the kernel's sysfs names).
+    Tune(tune::TuneArgs),
+    /// Run a deterministic policy experiment on an in-memory image and report
+    /// write amplification and cleaning work.
+    Lab(lab::LabArgs),
 }
 
 fn main() -> ExitCode {
@@ -130,6 +137,8 @@ fn main() -> ExitCode {
         Command::Setfattr(args) => edit::setfattr(&args),
         Command::Build(args) => build::run(&args),
         Command::Mount(args) => mount::run(&args),
+        Command::Tune(args) => tune::run(&args),
+        Command::Lab(args) => lab::run(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

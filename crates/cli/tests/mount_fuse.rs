@@ -828,7 +828,7 @@ fn signals_foreground_and_periodic_checkpoints() {
             "mount",
             "-f",
             "-o",
-            "checkpoint_interval=0.1,gc_interval=0.1",
+            "cp_interval=1,gc_urgent=1,gc_urgent_sleep_time=100",
         ])
         .arg(&img)
         .arg(&mnt)
@@ -1275,4 +1275,103 @@ fn posix_acls_through_mount() {
     assert_eq!(f.mode & 0o777, 0o600);
     let sub = fs.resolve("/d/sub").unwrap();
     assert!(fs.acl(&sub, AclKind::Default).unwrap().is_some());
+}
+
+fn tune(mnt: &Path, setting: Option<&str>) -> Output {
+    let mut args: Vec<&OsStr> = vec!["tune".as_ref(), mnt.as_os_str()];
+    args.extend(setting.map(OsStr::new));
+    f2fuse(&args)
+}
+
+fn stdout_of(out: &Output) -> String {
+    assert!(out.status.success(), "f2fuse tune: {out:?}");
+    String::from_utf8(out.stdout.clone()).unwrap()
+}
+
+#[test]
+fn tune_through_the_control_channel() {
+    if !fuse_available() {
+        return;
+    }
+    let scratch = Scratch::new("mount-tune");
+    let img = scratch.join("img");
+    f2fuse_mkfs(&img, "64M");
+    // Bad mount options are refused before anything is mounted.
+    let mnt = scratch.join("mnt");
+    fs::create_dir_all(&mnt).unwrap();
+    for bad in ["gc_urgent=9", "max_victim_search=0", "ipu_policy=1"] {
+        let out = f2fuse(&[
+            "mount".as_ref(),
+            img.as_os_str(),
+            mnt.as_os_str(),
+            "-o".as_ref(),
+            bad.as_ref(),
+        ]);
+        assert!(!out.status.success(), "{bad} accepted");
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains(bad),
+            "{out:?}"
+        );
+    }
+    let m = Mount::new(
+        &img,
+        &mnt,
+        "allow_other,max_victim_search=20,cp_interval=30",
+    );
+    let list = stdout_of(&tune(&m.mnt, None));
+    for line in [
+        "max_victim_search=20",
+        "cp_interval=30",
+        "gc_urgent=0",
+        "dir_level=0",
+    ] {
+        assert!(list.lines().any(|l| l == line), "{line} not in\n{list}");
+    }
+    assert_eq!(stdout_of(&tune(&m.mnt, Some("cp_interval"))), "30\n");
+    assert_eq!(
+        stdout_of(&tune(&m.mnt, Some("dir_level=2"))),
+        "dir_level=2\n"
+    );
+    assert_eq!(stdout_of(&tune(&m.mnt, Some("dir_level"))), "2\n");
+    // The new value takes effect: a directory made now gets hash level 2.
+    fs::create_dir(m.path("leveled")).unwrap();
+    for (setting, expect) in [
+        ("ipu_policy", "unknown tunable"),
+        ("gc_urgent=4", "out of range"),
+        ("dir_level=x", "not a non-negative integer"),
+    ] {
+        let out = tune(&m.mnt, Some(setting));
+        assert!(!out.status.success(), "{setting}: {out:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(expect), "{setting}: {err}");
+    }
+    assert_eq!(stdout_of(&tune(&m.mnt, Some("dir_level"))), "2\n");
+    // Not an f2fuse mount.
+    let out = tune(scratch.path(), None);
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("no f2fuse mount"),
+        "{out:?}"
+    );
+    // Another user may not use the channel (the socket is the owner's).
+    // SAFETY: getuid cannot fail.
+    if unsafe { libc::getuid() } == 0 {
+        use std::os::unix::process::CommandExt;
+        fs::set_permissions(scratch.path(), fs::Permissions::from_mode(0o755)).unwrap();
+        let out = Command::new(env!("CARGO_BIN_EXE_f2fuse"))
+            .arg("tune")
+            .arg(&m.mnt)
+            .uid(65534)
+            .gid(65534)
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "{out:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("permission denied"), "{err}");
+    }
+    m.unmount();
+    fsck_clean(&img, "tuning a mount");
+    assert_eq!(engine(&img).resolve("/leveled").unwrap().dir_level, 2);
+    // The daemon removed its socket: the mount is gone.
+    let out = tune(&mnt, None);
+    assert!(!out.status.success());
 }

@@ -218,17 +218,30 @@ fn touch_dir(ctx: &Ctx, dir_ino: u32) -> Result<()> {
 }
 
 /// Moves an inline directory's entries into dentry block 0 (slot for slot).
+/// With a `dir_level` n, hash level 0 has 2^n buckets and block 0 holds only
+/// the first, so every entry is added again where its hash belongs (the
+/// kernel's `f2fs_move_rehashed_dirents`).
 pub fn convert_inline_dir(ctx: &Ctx, dir: &InodeInfo) -> Result<()> {
-    let mut block = vec![0u8; F2FS_BLKSIZE];
-    {
+    let entries = inline::inline_dentries(dir).entries()?;
+    let rehash = dir.dir_level != 0;
+    if !rehash {
+        let mut block = vec![0u8; F2FS_BLKSIZE];
         let mut set = DentrySetMut::new(&mut block, DentryGeometry::BLOCK);
-        for e in inline::inline_dentries(dir).entries()? {
+        for e in &entries {
             set.insert(e.slot, e.name, e.ino, e.file_type);
         }
+        // Block 0 first: its address word is not part of the inline area, and
+        // if there is no space the directory is still unchanged.
+        write_blocks(ctx, dir, 0, &block, CursegType::HotData)?;
     }
-    // Block 0 first: its address word is not part of the inline area, and
-    // if there is no space the directory is still unchanged.
-    write_blocks(ctx, dir, 0, &block, CursegType::HotData)?;
+    let moved: Vec<(Vec<u8>, u32, u8)> = if rehash {
+        entries
+            .iter()
+            .map(|e| (e.name.to_vec(), e.ino, e.file_type))
+            .collect()
+    } else {
+        Vec::new()
+    };
     inline::with_inline_area(ctx, dir.ino, |area, _| area.fill(0))?;
     let flexible = ctx.check.features & feature::FLEXIBLE_INLINE_XATTR != 0;
     ctx.update_inode(dir.ino, |raw| {
@@ -237,9 +250,13 @@ pub fn convert_inline_dir(ctx: &Ctx, dir: &InodeInfo) -> Result<()> {
             // Keep the 50-word xattr area the inline dentry flag reserved.
             raw.i_inline |= inline_flag::INLINE_XATTR;
         }
-        raw.i_size.set(F2FS_BLKSIZE as u64);
+        raw.i_size.set(if rehash { 0 } else { F2FS_BLKSIZE as u64 });
         raw.i_current_depth.set(1);
-    })
+    })?;
+    for (name, ino, ft) in moved {
+        add_link(ctx, dir.ino, &name, ino, ft)?;
+    }
+    Ok(())
 }
 
 /// Adds `name -> ino` to `dir_ino` (the caller checked it does not exist).

@@ -14,7 +14,7 @@ use crate::device::{BlockDevice, Device, FileDevice, FileDeviceOptions};
 use crate::dir::{self, DirEntryInfo};
 use crate::error::{Error, Result};
 use crate::flags::{self, deny_if_immutable, deny_if_locked};
-use crate::gc::{self, GcState, GcStats, VictimPolicy};
+use crate::gc::{self, GcState, GcStats};
 use crate::inline;
 use crate::inode::{
     create_inode, now, read_inode, set_atime, set_ctime, set_mtime, Ctx, FileKind, InodeCheck,
@@ -22,9 +22,10 @@ use crate::inode::{
 };
 use crate::node::{NodeManager, NodeStamp};
 use crate::report::{FileExtents, LogStatus, Status};
-use crate::segment::{SegmentManager, SitTable};
+use crate::segment::{AllocStats, SegmentManager, SitTable};
 use crate::stats::ShardedCounters;
 use crate::superblock::{load_superblock, LoadedSuperblock};
+use crate::tunables::Tunables;
 use crate::xattr::{self, read_xattrs, SetMode};
 use f2fuse_layout::node::inode_checksum_seed;
 use f2fuse_layout::superblock::SuperBlock;
@@ -123,6 +124,21 @@ pub struct RenameFlags {
     pub exchange: bool,
 }
 
+/// Time since mount: the wall clock, or a simulated one for deterministic
+/// experiments (`Fs::set_simulated_clock`).
+struct Clock {
+    mounted_at: Instant,
+    simulated: Mutex<Option<Duration>>,
+}
+
+impl Clock {
+    fn since_mount(&self) -> Duration {
+        self.simulated
+            .lock()
+            .unwrap_or_else(|| self.mounted_at.elapsed())
+    }
+}
+
 /// State only a writable file system has.
 struct Writer {
     space: Mutex<SegmentManager>,
@@ -137,14 +153,15 @@ struct Writer {
     /// Set after an error that may have left the in-memory state ahead of the
     /// disk: no further checkpoint may be written.
     failed: AtomicBool,
-    last_checkpoint: Mutex<Instant>,
-    cp_interval: Mutex<Duration>,
+    /// Time since mount (`clock`) of the last checkpoint.
+    last_checkpoint: Mutex<Duration>,
+    clock: Clock,
+    tunables: Mutex<Tunables>,
     cold_exts: Vec<String>,
     hot_exts: Vec<String>,
     gc: Mutex<GcState>,
     /// Sections kept free for cleaning (checkpoint rsvd_segment_count).
     reserved_sections: u32,
-    max_victim_search: u32,
 }
 
 pub struct Fs {
@@ -172,13 +189,12 @@ enum FsCounter {
 /// Features an image may have for us to write it.
 const WRITE_FEATURES: u32 = crate::mkfs::MKFS_FEATURES | feature::PRJQUOTA;
 
-/// Checkpoint this often at least (the kernel's default cp_interval).
-pub const DEFAULT_CP_INTERVAL: Duration = Duration::from_secs(60);
-/// Dirty segments a background victim search looks at (the kernel's default since 2013).
-pub const DEFAULT_MAX_VICTIM_SEARCH: u32 = 4096;
 /// Free sections beyond the reserved ones below which foreground cleaning starts:
 /// room for the nodes and dentries one operation may write.
 const GC_MARGIN_SECTIONS: u32 = 3;
+/// Free sections moving one victim's blocks may take: the cold data log's
+/// current and next section, and as many for the nodes it re-dirties.
+const GC_MOVE_SECTIONS: u32 = 4;
 /// Checkpoint when this many node blocks wait in memory.
 const MAX_DIRTY_NODES: usize = 16384;
 
@@ -202,6 +218,16 @@ fn check_name(name: &[u8]) -> Result<()> {
 impl Fs {
     /// Opens an image file or block device.
     pub fn open_path(path: &Path, opts: OpenOptions) -> Result<Fs> {
+        Fs::open_path_with(path, opts, &[])
+    }
+
+    /// Opens an image file or block device with tunables set (`name`,
+    /// value) before the first operation; they need `opts.writable`.
+    pub fn open_path_with(
+        path: &Path,
+        opts: OpenOptions,
+        tunables: &[(String, u64)],
+    ) -> Result<Fs> {
         let dev = FileDevice::open(
             path,
             FileDeviceOptions {
@@ -210,7 +236,12 @@ impl Fs {
             },
         )?;
         if opts.writable {
-            Fs::open_writable(Box::new(dev))
+            Fs::open_writable_with(Box::new(dev), tunables)
+        } else if let Some((name, _)) = tunables.first() {
+            Err(Error::errno(
+                libc::EROFS,
+                format!("tunable {name}: tunables need a writable file system"),
+            ))
         } else {
             Fs::open(Box::new(dev))
         }
@@ -250,7 +281,17 @@ impl Fs {
 
     /// Opens for reading and writing; frees orphan inodes left by a crash.
     pub fn open_writable(dev: Box<dyn BlockDevice>) -> Result<Fs> {
+        Fs::open_writable_with(dev, &[])
+    }
+
+    /// Opens for reading and writing with tunables set (`name`, value);
+    /// an unknown name or a value out of range is an error.
+    pub fn open_writable_with(dev: Box<dyn BlockDevice>, settings: &[(String, u64)]) -> Result<Fs> {
         let mut fs = Fs::open(dev)?;
+        let mut tuned = Tunables::defaults(fs.superblock().segment_count_main.get());
+        for (name, value) in settings {
+            tuned.set(name, *value)?;
+        }
         let sb = fs.superblock();
         let unsupported = sb.feature.get() & !WRITE_FEATURES;
         if unsupported != 0 {
@@ -282,13 +323,16 @@ impl Fs {
             orphans: Mutex::new(orphans),
             open_counts: Mutex::new(HashMap::new()),
             failed: AtomicBool::new(false),
-            last_checkpoint: Mutex::new(Instant::now()),
-            cp_interval: Mutex::new(DEFAULT_CP_INTERVAL),
+            last_checkpoint: Mutex::new(Duration::ZERO),
+            clock: Clock {
+                mounted_at: Instant::now(),
+                simulated: Mutex::new(None),
+            },
+            tunables: Mutex::new(tuned),
             cold_exts: cold,
             hot_exts: hot,
             gc: Mutex::new(GcState::default()),
             reserved_sections: fs.cp.read().cp.rsvd_segment_count.get() / sb.segs_per_sec.get(),
-            max_victim_search: DEFAULT_MAX_VICTIM_SEARCH,
         });
         let pending: Vec<u32> = fs.writer().orphans.lock().iter().copied().collect();
         if !pending.is_empty() {
@@ -701,6 +745,10 @@ impl Fs {
         let w = self.writer();
         let ctx = self.ctx();
         let target = w.reserved_sections + GC_MARGIN_SECTIONS + 1;
+        let (policy, max_search) = {
+            let t = w.tunables.lock();
+            (t.victim_policy(true), t.max_victim_search)
+        };
         let mut gc_state = w.gc.lock();
         gc_state.stats.foreground_runs += 1;
         let sections = {
@@ -711,10 +759,11 @@ impl Fs {
             if w.space.lock().free_sections_after_checkpoint() >= target {
                 break;
             }
-            // Foreground cleaning looks at every section (the search bound is for background work).
-            let Some(victim) =
-                gc::select_victim(&ctx, &mut gc_state, VictimPolicy::Greedy, u32::MAX)
-            else {
+            if !self.room_to_move_locked()? {
+                break;
+            }
+            // Bounded too, unlike current kernels' foreground searches (see `tunables`).
+            let Some(victim) = gc::select_victim(&ctx, &mut gc_state, policy, max_search) else {
                 break;
             };
             gc::clean_section(&ctx, &mut gc_state, victim)?;
@@ -722,6 +771,19 @@ impl Fs {
         }
         drop(gc_state);
         self.checkpoint_locked(false)
+    }
+
+    /// Whether a victim's blocks can be moved: moving takes free sections
+    /// before the victim becomes free at the next checkpoint, so with a
+    /// policy that takes fuller sections (cost-benefit) a checkpoint may be
+    /// needed first to free the sections already cleaned. Caller holds
+    /// `op_lock` exclusively.
+    fn room_to_move_locked(&self) -> Result<bool> {
+        let w = self.writer();
+        if w.space.lock().free_sections() < GC_MOVE_SECTIONS {
+            self.checkpoint_locked(false)?;
+        }
+        Ok(w.space.lock().free_sections() >= GC_MOVE_SECTIONS)
     }
 
     fn flush_nodes_locked(&self) -> Result<()> {
@@ -734,38 +796,57 @@ impl Fs {
             .write_nodes(&self.writer().space, stamp, self.nm.dirty_nodes())
     }
 
-    /// One round of background cleaning (cost-benefit victim, search bounded
-    /// by `max_victim_search`), when enough space is invalid to be worth it.
-    /// Returns whether a section was cleaned.
+    /// Whether enough blocks are invalid for background cleaning to be
+    /// worth it (the kernel's `has_enough_invalid_blocks`: invalid blocks
+    /// above 40% of user capacity, or free space short).
+    fn enough_invalid_blocks(&self, w: &Writer) -> bool {
+        let sm = w.space.lock();
+        let capacity = sm.main_segments() as u64 * BLOCKS_PER_SEG as u64;
+        let free_blocks = sm.free_segments() as u64 * BLOCKS_PER_SEG as u64;
+        let invalid = capacity
+            .saturating_sub(sm.valid_blocks)
+            .saturating_sub(free_blocks);
+        invalid * 100 > sm.user_blocks * 40 || free_blocks * 100 < invalid * 40
+    }
+
+    /// One round of background cleaning when enough space is invalid to be
+    /// worth it, or always in `gc_urgent` 1 and 3. Returns whether a
+    /// section was cleaned.
     pub fn background_gc(&self) -> Result<bool> {
         let w = self
             .writer
             .as_ref()
             .ok_or_else(|| Error::errno(libc::EROFS, "opened read-only"))?;
-        {
-            // The kernel's trigger: invalid blocks above 40% of user capacity, or free space short.
-            let sm = w.space.lock();
-            let segs = sm.main_segments() as u64;
-            let valid = sm.valid_blocks;
-            let capacity = segs * BLOCKS_PER_SEG as u64;
-            let free_blocks = sm.free_segments() as u64 * BLOCKS_PER_SEG as u64;
-            let invalid = capacity.saturating_sub(valid).saturating_sub(free_blocks);
-            if invalid * 100 <= sm.user_blocks * 40 && free_blocks * 100 >= invalid * 40 {
+        let urgent = w.tunables.lock().gc_urgent_pace();
+        if !urgent && !self.enough_invalid_blocks(w) {
+            return Ok(false);
+        }
+        self.garbage_collect(false)
+    }
+
+    /// Cleans one victim section now and checkpoints (the kernel's
+    /// F2FS_IOC_GARBAGE_COLLECT): with the foreground victim policy if
+    /// `sync`, else the background one (`gc_idle`, `gc_urgent`), the search
+    /// bounded by `max_victim_search`. Returns whether a victim was found.
+    pub fn garbage_collect(&self, sync: bool) -> Result<bool> {
+        self.exclusive(|w| {
+            let (policy, max_search) = {
+                let t = w.tunables.lock();
+                (t.victim_policy(sync), t.max_victim_search)
+            };
+            if !self.room_to_move_locked()? {
                 return Ok(false);
             }
-        }
-        self.exclusive(|w| {
             let ctx = self.ctx();
             let mut gc_state = w.gc.lock();
-            let Some(victim) = gc::select_victim(
-                &ctx,
-                &mut gc_state,
-                VictimPolicy::CostBenefit,
-                w.max_victim_search,
-            ) else {
+            let Some(victim) = gc::select_victim(&ctx, &mut gc_state, policy, max_search) else {
                 return Ok(false);
             };
-            gc_state.stats.background_runs += 1;
+            if sync {
+                gc_state.stats.foreground_runs += 1;
+            } else {
+                gc_state.stats.background_runs += 1;
+            }
             gc::clean_section(&ctx, &mut gc_state, victim)?;
             drop(gc_state);
             self.checkpoint_locked(false)?;
@@ -773,11 +854,75 @@ impl Fs {
         })
     }
 
-    /// How often operations trigger a checkpoint (the kernel's `cp_interval`).
-    pub fn set_checkpoint_interval(&self, interval: Duration) {
-        if let Some(w) = &self.writer {
-            *w.cp_interval.lock() = interval;
+    /// One wake-up of the background cleaner, as the kernel's gc thread
+    /// does it: `slept` is how long it slept, `busy` whether the file system
+    /// was in use meanwhile. Cleans at most one section; returns how long
+    /// to sleep next (the `gc_*_sleep_time` tunables).
+    pub fn background_gc_step(&self, slept: Duration, busy: bool) -> Result<Duration> {
+        let w = self
+            .writer
+            .as_ref()
+            .ok_or_else(|| Error::errno(libc::EROFS, "opened read-only"))?;
+        let t = w.tunables.lock().clone();
+        let slept_ms = slept.as_millis().min(u32::MAX as u128) as u32;
+        let ms = |ms: u32| Duration::from_millis(ms as u64);
+        let wait_ms = if t.gc_urgent_pace() {
+            t.gc_urgent_sleep_ms
+        } else if busy && !t.gc_ignores_busy() {
+            return Ok(ms(t.longer_gc_sleep(slept_ms)));
+        } else if self.enough_invalid_blocks(w) {
+            t.shorter_gc_sleep(slept_ms)
+        } else {
+            t.longer_gc_sleep(slept_ms)
+        };
+        if self.background_gc()? {
+            Ok(ms(wait_ms))
+        } else {
+            Ok(ms(t.gc_no_gc_sleep_ms))
         }
+    }
+
+    /// The value of tunable `name` (see `tunables::TUNABLES`).
+    pub fn tunable(&self, name: &str) -> Result<u64> {
+        self.tunables_of()?.lock().get(name)
+    }
+
+    /// Sets tunable `name`; an unknown name or a value out of range is an
+    /// error and changes nothing.
+    pub fn set_tunable(&self, name: &str, value: u64) -> Result<()> {
+        self.tunables_of()?.lock().set(name, value)
+    }
+
+    /// Every tunable with its current value.
+    pub fn tunables(&self) -> Result<Vec<(&'static str, u64)>> {
+        Ok(self.tunables_of()?.lock().list())
+    }
+
+    fn tunables_of(&self) -> Result<&Mutex<Tunables>> {
+        self.writer.as_ref().map(|w| &w.tunables).ok_or_else(|| {
+            Error::errno(
+                libc::EROFS,
+                "tunables need a writable file system (opened read-only)",
+            )
+        })
+    }
+
+    /// Replaces the wall clock by a simulated time since mount, for
+    /// deterministic experiments (the policy lab): segment ages for
+    /// cost-benefit cleaning and `cp_interval` then follow `since_mount`.
+    pub fn set_simulated_clock(&self, since_mount: Duration) {
+        if let Some(w) = &self.writer {
+            *w.clock.simulated.lock() = Some(since_mount);
+            w.space.lock().set_simulated_age(since_mount.as_secs());
+        }
+    }
+
+    /// Block allocation counters (blocks per log, SSR blocks, segments opened).
+    pub fn alloc_stats(&self) -> AllocStats {
+        self.writer
+            .as_ref()
+            .map(|w| w.space.lock().stats.clone())
+            .unwrap_or_default()
     }
 
     /// Cleaning counters.
@@ -788,10 +933,20 @@ impl Fs {
             .unwrap_or_default()
     }
 
+    /// Checkpoints when `cp_interval` has passed, too many nodes wait in
+    /// memory, or more than `reclaim_segments` segments wait for a
+    /// checkpoint to become free.
     fn maybe_checkpoint(&self) -> Result<()> {
         let w = self.writer();
-        let due = w.last_checkpoint.lock().elapsed() >= *w.cp_interval.lock();
-        if due || self.nm.dirty_node_count() > MAX_DIRTY_NODES {
+        let (interval, reclaim) = {
+            let t = w.tunables.lock();
+            (t.cp_interval(), t.reclaim_segments)
+        };
+        let due = w.clock.since_mount() >= *w.last_checkpoint.lock() + interval;
+        if due
+            || self.nm.dirty_node_count() > MAX_DIRTY_NODES
+            || w.space.lock().prefree_segments() > reclaim
+        {
             self.checkpoint()?;
         }
         Ok(())
@@ -835,7 +990,7 @@ impl Fs {
         self.counters.add(FsCounter::CheckpointsWritten as usize, 1);
         space.commit_checkpoint();
         self.nm.commit_checkpoint(nat);
-        *w.last_checkpoint.lock() = Instant::now();
+        *w.last_checkpoint.lock() = w.clock.since_mount();
         Ok(())
     }
 
@@ -961,6 +1116,7 @@ impl Fs {
                 return Err(Error::errno(libc::EMLINK, "too many subdirectories"));
             }
             let (mode, inherited) = self.inherit_acls(&dir, spec_mode, kind)?;
+            let dir_level = self.writer().tunables.lock().dir_level;
             let ino = create_inode(
                 ctx,
                 &NewInode {
@@ -971,6 +1127,7 @@ impl Fs {
                     name,
                     rdev,
                 },
+                dir_level,
             )?;
             let linked = (|| {
                 if kind == FileKind::Directory {

@@ -34,6 +34,8 @@ pub struct GcStats {
     pub data_blocks_moved: u64,
     pub node_blocks_moved: u64,
     pub sections_cleaned: u64,
+    /// Candidate sections victim searches looked at (bounded by `max_victim_search`).
+    pub sections_searched: u64,
 }
 
 /// Where each policy's last search stopped.
@@ -112,6 +114,7 @@ pub fn select_victim(
             break;
         }
     }
+    state.stats.sections_searched += searched as u64;
     let next = (last + 1) % sections;
     match policy {
         VictimPolicy::Greedy => state.next_greedy = next,

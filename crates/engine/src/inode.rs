@@ -308,7 +308,8 @@ fn has_extension(name: &[u8], exts: &[String]) -> bool {
 }
 
 /// Allocates and initialises an inode (in the node cache); returns its number.
-pub fn create_inode(ctx: &Ctx, spec: &NewInode) -> Result<u32> {
+/// A directory gets hash level `dir_level` (the kernel's i_dir_level).
+pub fn create_inode(ctx: &Ctx, spec: &NewInode, dir_level: u8) -> Result<u32> {
     let kind = FileKind::from_mode(spec.mode)
         .ok_or_else(|| Error::errno(libc::EINVAL, format!("mode {:#o}", spec.mode)))?;
     ctx.space.lock().reserve_blocks(1)?;
@@ -349,6 +350,7 @@ pub fn create_inode(ctx: &Ctx, spec: &NewInode) -> Result<u32> {
                 FileKind::Directory => {
                     inline |= inline_flag::INLINE_DENTRY;
                     inode.i_current_depth.set(1);
+                    inode.i_dir_level = dir_level;
                     inode.i_flags.set(inode_flag::INDEX);
                 }
                 FileKind::Regular | FileKind::Symlink => inline |= inline_flag::INLINE_DATA,

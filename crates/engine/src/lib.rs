@@ -3,8 +3,8 @@
 //!
 //! `stats` < `device` < `superblock` < `checkpoint` < `segment` < `node`
 //! < `inode` < `flags` < `inline` < `data` < `xattr` < `acl` < `dir` < `gc`
-//! < `commit` < `report` < `fs` (the facade), with `mkfs` beside `fs` using
-//! only the device and the layout crate.
+//! < `tunables` < `commit` < `report` < `fs` (the facade), with `mkfs`
+//! beside `fs` using only the device and the layout crate.
 
 pub mod acl;
 pub mod checkpoint;
@@ -25,6 +25,7 @@ pub mod report;
 pub mod segment;
 pub mod stats;
 pub mod superblock;
+pub mod tunables;
 pub mod xattr;
 
 pub use error::{Error, Result};

@@ -225,6 +225,8 @@ pub struct SegmentManager {
     /// Seconds of the file system's age clock at mount (checkpoint elapsed_time).
     elapsed_base: u64,
     mounted_at: std::time::Instant,
+    /// Seconds since mount of a simulated clock, replacing `mounted_at`.
+    simulated_age: Option<u64>,
     pub stats: AllocStats,
     /// Blocks in use (data, reserved and node blocks), as the checkpoint counts them.
     pub valid_blocks: u64,
@@ -299,6 +301,7 @@ impl SegmentManager {
             pending_ssa: Vec::new(),
             elapsed_base: cp.cp.elapsed_time.get(),
             mounted_at: std::time::Instant::now(),
+            simulated_age: None,
             stats: AllocStats::default(),
             valid_blocks: cp.cp.valid_block_count.get(),
             valid_nodes: cp.cp.valid_node_count.get(),
@@ -353,7 +356,21 @@ impl SegmentManager {
 
     /// The age clock used for SIT mtimes: seconds the file system has been mounted in total.
     pub fn elapsed_now(&self) -> u64 {
-        self.elapsed_base + self.mounted_at.elapsed().as_secs()
+        self.elapsed_base
+            + self
+                .simulated_age
+                .unwrap_or_else(|| self.mounted_at.elapsed().as_secs())
+    }
+
+    /// Uses a simulated time since mount for segment ages from now on.
+    pub fn set_simulated_age(&mut self, secs: u64) {
+        self.simulated_age = Some(secs);
+    }
+
+    /// Segments with no valid block that only a checkpoint makes free
+    /// (valid in the last one), current ones excluded.
+    pub fn prefree_segments(&self) -> u32 {
+        self.free_segments_after_checkpoint() - self.free_segments()
     }
 
     fn is_current(&self, segno: u32) -> bool {

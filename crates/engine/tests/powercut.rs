@@ -14,7 +14,6 @@ use f2fuse_engine::{FileKind, Fs};
 use f2fuse_layout::F2FS_ROOT_INO as ROOT;
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::Duration;
 use support::{fsck_f2fs, require_f2fs_tools, Scratch};
 
 const SIZE: u64 = 64 << 20;
@@ -72,7 +71,7 @@ fn parent_and_name(path: &str) -> (&str, &str) {
 fn run_workload(seed: u64, ops: usize) -> (Arc<SimDevice>, Vec<Snapshot>) {
     let sim = Arc::new(SimDevice::new(fresh_image()));
     let fs = Fs::open_writable(Box::new(sim.clone())).unwrap();
-    fs.set_checkpoint_interval(Duration::from_secs(3600));
+    fs.set_tunable("cp_interval", 3600).unwrap();
     let mut rng = Rng(seed);
     let mut model: Model = BTreeMap::new();
     let mut snapshots = Vec::new();
@@ -316,7 +315,7 @@ fn eio_turns_read_only_and_keeps_the_image_consistent() {
         for fail_flush in [false, true] {
             let sim = Arc::new(SimDevice::new(fresh_image()));
             let fs = Fs::open_writable(Box::new(sim.clone())).unwrap();
-            fs.set_checkpoint_interval(Duration::from_secs(3600));
+            fs.set_tunable("cp_interval", 3600).unwrap();
             if fail_flush {
                 sim.fail_flush_at(fail_at / 5);
             } else {

@@ -147,6 +147,8 @@ fn segment_states_follow_deletion_and_checkpoint() {
     let scratch = Scratch::new("status-segments");
     let img = fresh_image(&scratch, 64 * MIB);
     let fs = open_rw(&img);
+    // Keep prefree segments until the test's own checkpoint.
+    fs.set_tunable("reclaim_segments", 4096).unwrap();
     let f = fs.create(ROOT, b"big", 0o644, 0, 0).unwrap();
     fs.write(f.ino, 0, &pattern(4 * MIB, 3)).unwrap();
     fs.checkpoint().unwrap();

@@ -1,5 +1,6 @@
 //! Mount configuration and `-o` option parsing.
 
+use f2fuse_engine::tunables;
 use std::time::Duration;
 
 /// Kernel mount flags passed through unchanged (as mount(8) and fstab give them).
@@ -24,10 +25,9 @@ pub struct MountConfig {
     pub writeback_cache: bool,
     /// How long the kernel may cache names and attributes.
     pub ttl: Duration,
-    /// Background cleaning is tried this often while the file system is idle.
-    pub gc_interval: Duration,
-    /// A checkpoint is written this often if anything changed.
-    pub checkpoint_interval: Duration,
+    /// Engine tunables under the kernel's sysfs names (`cp_interval=60`,
+    /// `max_victim_search=20`, ...), checked when parsed, set at open.
+    pub tunables: Vec<(String, u64)>,
     /// Kernel flags such as `noatime`, `nosuid`, `nodev`, `noexec`.
     pub kernel_flags: Vec<String>,
     /// Name shown as the source in /proc/mounts (default: the image path).
@@ -43,8 +43,7 @@ impl Default for MountConfig {
             threads: 4,
             writeback_cache: true,
             ttl: Duration::from_secs(1),
-            gc_interval: Duration::from_secs(30),
-            checkpoint_interval: Duration::from_secs(60),
+            tunables: Vec::new(),
             kernel_flags: Vec::new(),
             fsname: None,
         }
@@ -53,9 +52,11 @@ impl Default for MountConfig {
 
 /// The options `-o` accepts, for error messages and `--help`.
 pub const OPTIONS_HELP: &str = "ro, rw, allow_other, default_permissions, threads=N, \
-     writeback_cache, no_writeback_cache, ttl=SECS, gc_interval=SECS, checkpoint_interval=SECS, \
-     fsname=NAME, and the kernel flags dev, nodev, suid, nosuid, exec, noexec, atime, noatime, \
-     sync, async, dirsync";
+     writeback_cache, no_writeback_cache, ttl=SECS, fsname=NAME, the kernel flags dev, nodev, \
+     suid, nosuid, exec, noexec, atime, noatime, sync, async, dirsync, and the f2fs tunables as \
+     NAME=VALUE (max_victim_search, gc_idle, gc_urgent, gc_urgent_sleep_time, gc_min_sleep_time, \
+     gc_max_sleep_time, gc_no_gc_sleep_time, cp_interval, reclaim_segments, dir_level; \
+     see `f2fuse tune`)";
 
 fn seconds(name: &str, value: &str) -> Result<Duration, String> {
     let secs: f64 = value
@@ -97,8 +98,11 @@ impl MountConfig {
                     .ok_or_else(|| format!("option threads={v}: expected 1 to 256"))?;
             }
             ("ttl", Some(v)) => self.ttl = seconds(name, v)?,
-            ("gc_interval", Some(v)) => self.gc_interval = seconds(name, v)?,
-            ("checkpoint_interval", Some(v)) => self.checkpoint_interval = seconds(name, v)?,
+            (name, Some(v)) if tunables::lookup(name).is_ok() => {
+                let value = tunables::parse_value(name, v).map_err(|e| format!("option {e}"))?;
+                self.tunables.retain(|(n, _)| n != name);
+                self.tunables.push((name.to_string(), value));
+            }
             ("fsname", Some(v)) if !v.is_empty() => self.fsname = Some(v.to_string()),
             (flag, None) if KERNEL_FLAGS.contains(&flag) => {
                 // A later flag overrides its opposite ("noatime" after "atime").
@@ -144,6 +148,21 @@ mod tests {
     }
 
     #[test]
+    fn tunables_use_the_kernel_names() {
+        let mut c = MountConfig::default();
+        c.apply_options("max_victim_search=20,cp_interval=5,gc_urgent=1")
+            .unwrap();
+        c.apply_options("cp_interval=30").unwrap();
+        let expect = [
+            ("max_victim_search", 20),
+            ("gc_urgent", 1),
+            ("cp_interval", 30),
+        ];
+        let expect: Vec<(String, u64)> = expect.iter().map(|(n, v)| (n.to_string(), *v)).collect();
+        assert_eq!(c.tunables, expect);
+    }
+
+    #[test]
     fn bad_options_are_refused() {
         let mut c = MountConfig::default();
         for bad in [
@@ -153,6 +172,12 @@ mod tests {
             "ro=1",
             "ttl=-1",
             "fsname=",
+            "gc_urgent=4",
+            "max_victim_search=0",
+            "max_victim_search=x",
+            "checkpoint_interval=60",
+            "gc_interval=30",
+            "ipu_policy=1",
         ] {
             let err = c.apply_options(bad).unwrap_err();
             assert!(err.contains(bad), "{bad}: {err}");

@@ -10,11 +10,13 @@
 
 mod adapter;
 pub mod config;
+pub mod control;
 mod convert;
 mod ioctl;
 
 pub use adapter::{AdapterConfig, F2fsFuse, Shared};
 pub use config::{MountConfig, OPTIONS_HELP};
+use control::ControlServer;
 
 use f2fuse_engine::{Fs, OpenOptions};
 use fuser::{MountOption, Session, SessionACL, SessionUnmounter};
@@ -136,67 +138,83 @@ fn fuser_config(image: &Path, cfg: &MountConfig) -> fuser::Config {
     config
 }
 
-/// Periodic checkpoints and idle-time cleaning.
+/// What the background thread is told: stop, or wake up now (a tunable changed).
+#[derive(Default)]
+struct BackgroundSignal {
+    stop: bool,
+    wake: bool,
+}
+
+/// Periodic checkpoints (`cp_interval`) and the background cleaner, paced as
+/// the kernel's gc thread (`Fs::background_gc_step`).
 struct Background {
-    stop: Arc<(Mutex<bool>, Condvar)>,
+    signal: Arc<(Mutex<BackgroundSignal>, Condvar)>,
     handle: JoinHandle<()>,
 }
 
+/// The background thread re-reads the tunables at least this often.
+const MAX_BACKGROUND_SLEEP: Duration = Duration::from_secs(1);
+
 impl Background {
-    fn start(fs: Arc<Fs>, shared: Arc<Shared>, cfg: &MountConfig) -> io::Result<Background> {
-        let stop = Arc::new((Mutex::new(false), Condvar::new()));
-        let stop2 = stop.clone();
-        let cp_interval = cfg.checkpoint_interval;
-        let gc_interval = cfg.gc_interval;
+    fn start(fs: Arc<Fs>, shared: Arc<Shared>) -> io::Result<Background> {
+        let signal = Arc::new((Mutex::new(BackgroundSignal::default()), Condvar::new()));
+        let signal2 = signal.clone();
         let handle = std::thread::Builder::new()
             .name("f2fuse-bg".into())
-            .spawn(move || background_loop(&fs, &shared, &stop2, cp_interval, gc_interval))?;
-        Ok(Background { stop, handle })
+            .spawn(move || background_loop(&fs, &shared, &signal2))?;
+        Ok(Background { signal, handle })
+    }
+
+    /// A function that makes the cleaner run now and then follow the
+    /// current tunables (as the kernel wakes its gc thread when gc_urgent
+    /// is set).
+    fn waker(&self) -> Box<dyn Fn() + Send> {
+        let signal = self.signal.clone();
+        Box::new(move || {
+            signal.0.lock().wake = true;
+            signal.1.notify_all();
+        })
     }
 
     fn stop(self) {
-        *self.stop.0.lock() = true;
-        self.stop.1.notify_all();
+        self.signal.0.lock().stop = true;
+        self.signal.1.notify_all();
         let _ = self.handle.join();
     }
 }
 
-/// Background cleaning rounds per idle period (each cleans one section).
-const GC_ROUNDS: usize = 16;
+fn tunable_ms(fs: &Fs, name: &str) -> Duration {
+    Duration::from_millis(fs.tunable(name).unwrap_or(0))
+}
 
-fn background_loop(
-    fs: &Fs,
-    shared: &Shared,
-    stop: &(Mutex<bool>, Condvar),
-    cp_interval: Duration,
-    gc_interval: Duration,
-) {
-    let tick = cp_interval
-        .min(gc_interval)
-        .min(Duration::from_secs(1))
-        .max(Duration::from_millis(10));
-    // Idle means no request for this long.
-    let idle = gc_interval.min(Duration::from_secs(5));
-    let stopped = || *stop.0.lock();
+fn background_loop(fs: &Fs, shared: &Shared, signal: &(Mutex<BackgroundSignal>, Condvar)) {
+    let mut gc_wait = tunable_ms(fs, "gc_min_sleep_time");
+    let mut gc_due = Instant::now() + gc_wait;
     let mut last_cp = Instant::now();
     let mut cp_changes = shared.changes();
-    let mut last_gc = Instant::now();
     loop {
+        let cp_interval = Duration::from_secs(fs.tunable("cp_interval").unwrap_or(60));
         {
-            let mut s = stop.0.lock();
-            if !*s {
-                stop.1.wait_for(&mut s, tick);
+            let mut s = signal.0.lock();
+            let next = gc_due.min(last_cp + cp_interval);
+            let sleep = next
+                .saturating_duration_since(Instant::now())
+                .min(MAX_BACKGROUND_SLEEP);
+            if !s.stop && !s.wake && !sleep.is_zero() {
+                signal.1.wait_for(&mut s, sleep);
             }
-            if *s {
+            if s.stop {
                 return;
+            }
+            if std::mem::take(&mut s.wake) {
+                gc_due = Instant::now();
             }
         }
         if last_cp.elapsed() >= cp_interval {
             last_cp = Instant::now();
             let changes = shared.changes();
             if changes != cp_changes {
-                let result = fs.checkpoint();
-                match result {
+                match fs.checkpoint() {
                     Ok(()) => cp_changes = changes,
                     Err(e) => {
                         log(&format!("periodic checkpoint: {e}"));
@@ -207,25 +225,19 @@ fn background_loop(
                 }
             }
         }
-        if last_gc.elapsed() >= gc_interval {
-            last_gc = Instant::now();
-            for _ in 0..GC_ROUNDS {
-                if stopped() || shared.idle_for() < idle {
-                    break;
-                }
-                let result = fs.background_gc();
-                match result {
-                    Ok(true) => {}
-                    Ok(false) => break,
-                    Err(e) => {
-                        log(&format!("background cleaning: {e}"));
-                        if e.to_errno() == libc::EROFS {
-                            return;
-                        }
-                        break;
+        if Instant::now() >= gc_due {
+            // Busy: a request came in while the cleaner slept.
+            let busy = shared.idle_for() < gc_wait;
+            match fs.background_gc_step(gc_wait, busy) {
+                Ok(next) => gc_wait = next,
+                Err(e) => {
+                    log(&format!("background cleaning: {e}"));
+                    if e.to_errno() == libc::EROFS {
+                        return;
                     }
                 }
             }
+            gc_due = Instant::now() + gc_wait;
         }
     }
 }
@@ -358,7 +370,7 @@ fn connection_of(mountpoint: &Path) -> Option<u64> {
 }
 
 /// Undoes mountinfo's octal escapes (`\040` for a space, ...).
-fn unescape_mountinfo(field: &str) -> Vec<u8> {
+pub(crate) fn unescape_mountinfo(field: &str) -> Vec<u8> {
     let b = field.as_bytes();
     let mut out = Vec::with_capacity(b.len());
     let mut i = 0;
@@ -405,12 +417,13 @@ fn serve_blocked(
         return Err(format!("{}: not a directory", mountpoint.display()));
     }
     let _lock = lock_image(image)?;
-    let fs = Fs::open_path(
+    let fs = Fs::open_path_with(
         image,
         OpenOptions {
             writable: !cfg.read_only,
             direct: false,
         },
+        &cfg.tunables,
     )
     .map_err(|e| format!("{}: {e}", image.display()))?;
     let fs = Arc::new(fs);
@@ -441,12 +454,19 @@ fn serve_blocked(
     };
     let background = if fs.is_writable() {
         Some(
-            Background::start(fs.clone(), shared, cfg)
+            Background::start(fs.clone(), shared)
                 .map_err(|e| format!("starting the background thread: {e}"))?,
         )
     } else {
         None
     };
+    let waker = background.as_ref().map_or_else(
+        || Box::new(|| ()) as Box<dyn Fn() + Send>,
+        Background::waker,
+    );
+    let control = ControlServer::start(&mountpoint, fs.clone(), waker)
+        .map_err(|e| log(&format!("no control channel (f2fuse tune): {e}")))
+        .ok();
     ready();
     let served = session.run();
     done.store(true, Ordering::Relaxed);
@@ -455,6 +475,9 @@ fn serve_blocked(
     // thread, so it only ends its sigtimedwait.
     unsafe { libc::pthread_kill(signals.as_pthread_t(), libc::SIGHUP) };
     let _ = signals.join();
+    if let Some(control) = control {
+        control.stop();
+    }
     if let Some(bg) = background {
         bg.stop();
     }
