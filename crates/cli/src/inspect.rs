@@ -204,7 +204,28 @@ pub fn info(image: &Path) -> Result<(), String> {
     Ok(())
 }
 
+/// The daemon's answer to `request` when `target` is an f2fuse mount point
+/// (a directory), else None: the caller reads `target` as an image.
+fn ask_mount(target: &Path, request: String) -> Result<Option<String>, String> {
+    if !target.is_dir() {
+        return Ok(None);
+    }
+    f2fuse_fuse::control::request(target, &request).map(Some)
+}
+
+fn json_flag(json: bool) -> &'static str {
+    if json {
+        " --json"
+    } else {
+        ""
+    }
+}
+
 pub fn status(image: &Path, json: bool) -> Result<(), String> {
+    if let Some(answer) = ask_mount(image, format!("status{}", json_flag(json)))? {
+        print!("{answer}");
+        return Ok(());
+    }
     let fs = open(image)?;
     let status = fs
         .status()
@@ -218,6 +239,10 @@ pub fn status(image: &Path, json: bool) -> Result<(), String> {
 }
 
 pub fn extents(image: &Path, path: &str, json: bool) -> Result<(), String> {
+    if let Some(answer) = ask_mount(image, format!("extents{} {path}", json_flag(json)))? {
+        print!("{answer}");
+        return Ok(());
+    }
     let fs = open(image)?;
     let extents = fs.file_extents(path).map_err(|e| e.to_string())?;
     if json {

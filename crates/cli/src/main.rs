@@ -52,15 +52,19 @@ enum Command {
     /// Show every attribute of PATH inside IMAGE.
     Stat { image: PathBuf, path: String },
     /// Show the main area's state (logs, segments, utilization) and the
-    /// engine's counters (those of this open: zero activity on an image).
+    /// engine's counters: of the running daemon when TARGET is an f2fuse
+    /// mount point, else of this open of the image (zero activity).
     Status {
+        #[arg(value_name = "IMAGE|MOUNTPOINT")]
         image: PathBuf,
         /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
     },
-    /// List the physical extents of PATH inside IMAGE (like filefrag -v).
+    /// List the physical extents of PATH (inside IMAGE, or from the root of
+    /// an f2fuse MOUNTPOINT), like filefrag -v.
     Extents {
+        #[arg(value_name = "IMAGE|MOUNTPOINT")]
         image: PathBuf,
         path: String,
         /// Print JSON instead of text.

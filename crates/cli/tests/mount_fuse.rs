@@ -1375,3 +1375,42 @@ fn tune_through_the_control_channel() {
     let out = tune(&mnt, None);
     assert!(!out.status.success());
 }
+
+/// `f2fuse status MNT` and `f2fuse extents MNT PATH` ask the running daemon
+/// (its counters, its view of the file) through the control channel.
+#[test]
+fn status_and_extents_of_a_mount() {
+    if !fuse_available() {
+        return;
+    }
+    let scratch = Scratch::new("mount-status");
+    let img = scratch.join("img");
+    f2fuse_mkfs(&img, "64M");
+    let m = Mount::new(&img, &scratch.join("mnt"), "");
+    let data = pattern(3 << 20, 9);
+    let mut f = fs::File::create(m.path("three")).unwrap();
+    f.write_all(&data).unwrap();
+    f.sync_all().unwrap();
+    drop(f);
+
+    let out = f2fuse(&["status".as_ref(), m.mnt.as_os_str(), "--json".as_ref()]);
+    let json = stdout_of(&out);
+    let user_written = json
+        .split("\"user_bytes_written\":")
+        .nth(1)
+        .and_then(|rest| rest.split([',', '}']).next())
+        .and_then(|n| n.trim().parse::<u64>().ok())
+        .unwrap_or_else(|| panic!("no user_bytes_written in {json}"));
+    // The daemon's counters, not a fresh open's zeros.
+    assert!(user_written >= data.len() as u64, "{json}");
+    let text = stdout_of(&f2fuse(&["status".as_ref(), m.mnt.as_os_str()]));
+    assert!(text.contains("Write amplification"), "{text}");
+
+    let out = f2fuse(&["extents".as_ref(), m.mnt.as_os_str(), "/three".as_ref()]);
+    let text = stdout_of(&out);
+    assert!(text.contains("768"), "3 MiB = 768 blocks: {text}");
+    let out = f2fuse(&["extents".as_ref(), m.mnt.as_os_str(), "/missing".as_ref()]);
+    assert!(!out.status.success());
+    m.unmount();
+    fsck_clean(&img, "status and extents of a mount");
+}

@@ -265,8 +265,32 @@ fn dispatch(fs: &Fs, wake_cleaner: &dyn Fn(), line: &str) -> Result<String, Stri
     let (verb, argument) = line.split_once(' ').unwrap_or((line, ""));
     match verb {
         "tune" => tune(fs, wake_cleaner, argument.trim()),
-        _ => Err(format!("unknown request \"{verb}\" (known: tune)")),
+        "status" => report(argument, |_| {
+            fs.status().map(|s| (s.to_text(), s.to_json().to_string()))
+        }),
+        "extents" => report(argument, |path| {
+            fs.file_extents(path)
+                .map(|e| (e.to_text(), e.to_json().to_string()))
+        }),
+        _ => Err(format!(
+            "unknown request \"{verb}\" (known: tune, status, extents)"
+        )),
     }
+}
+
+/// `status [--json]` and `extents [--json] PATH`: a read-only report as
+/// text, or as JSON with `--json`; `make` gets the rest of the line.
+fn report(
+    argument: &str,
+    make: impl FnOnce(&str) -> f2fuse_engine::Result<(String, String)>,
+) -> Result<String, String> {
+    let argument = argument.trim_start();
+    let (json, rest) = match argument.strip_prefix("--json") {
+        Some(rest) => (true, rest.trim_start()),
+        None => (false, argument),
+    };
+    let (text, json_text) = make(rest).map_err(|e| e.to_string())?;
+    Ok(if json { json_text + "\n" } else { text })
 }
 
 fn tune(fs: &Fs, wake_cleaner: &dyn Fn(), argument: &str) -> Result<String, String> {
