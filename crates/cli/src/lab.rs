@@ -383,7 +383,7 @@ mod tests {
             config(
                 Workload::W2,
                 &[("max_victim_search", search)],
-                256 << 20,
+                512 << 20,
                 8000,
             )
         };

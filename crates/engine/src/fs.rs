@@ -288,11 +288,12 @@ impl Fs {
     /// an unknown name or a value out of range is an error.
     pub fn open_writable_with(dev: Box<dyn BlockDevice>, settings: &[(String, u64)]) -> Result<Fs> {
         let mut fs = Fs::open(dev)?;
-        let mut tuned = Tunables::defaults(fs.superblock().segment_count_main.get());
+        let sb = fs.superblock();
+        let reserved_sections = fs.cp.read().cp.rsvd_segment_count.get() / sb.segs_per_sec.get();
+        let mut tuned = Tunables::defaults(sb.segment_count_main.get(), reserved_sections);
         for (name, value) in settings {
             tuned.set(name, *value)?;
         }
-        let sb = fs.superblock();
         let unsupported = sb.feature.get() & !WRITE_FEATURES;
         if unsupported != 0 {
             return Err(Error::unsupported(format!(
@@ -301,7 +302,8 @@ impl Fs {
             )));
         }
         let sit = SitTable::load(&fs.dev, sb, &fs.cp.read())?;
-        let space = SegmentManager::new(&fs.dev, sb, &fs.cp.read(), &sit)?;
+        let mut space = SegmentManager::new(&fs.dev, sb, &fs.cp.read(), &sit)?;
+        space.ssr_below_sections = reserved_sections + tuned.min_ssr_sections;
         let usage_nodes: u64 = sit.usage(&fs.cp.read()).valid_node_blocks;
         if usage_nodes != space.valid_nodes as u64 {
             return Err(Corrupt::new(
@@ -332,7 +334,7 @@ impl Fs {
             cold_exts: cold,
             hot_exts: hot,
             gc: Mutex::new(GcState::default()),
-            reserved_sections: fs.cp.read().cp.rsvd_segment_count.get() / sb.segs_per_sec.get(),
+            reserved_sections,
         });
         let pending: Vec<u32> = fs.writer().orphans.lock().iter().copied().collect();
         if !pending.is_empty() {
@@ -890,7 +892,13 @@ impl Fs {
     /// Sets tunable `name`; an unknown name or a value out of range is an
     /// error and changes nothing.
     pub fn set_tunable(&self, name: &str, value: u64) -> Result<()> {
-        self.tunables_of()?.lock().set(name, value)
+        let mut t = self.tunables_of()?.lock();
+        t.set(name, value)?;
+        if name == "min_ssr_sections" {
+            let w = self.writer();
+            w.space.lock().ssr_below_sections = w.reserved_sections + t.min_ssr_sections;
+        }
+        Ok(())
     }
 
     /// Every tunable with its current value.

@@ -125,10 +125,15 @@ pub fn select_victim(
 
 /// Moves every live block of the section starting at `first_segno` out of it.
 pub fn clean_section(ctx: &Ctx, state: &mut GcState, first_segno: u32) -> Result<()> {
-    let per = ctx.space.lock().segs_per_sec();
-    for segno in first_segno..first_segno + per {
-        clean_segment(ctx, state, segno)?;
-    }
+    let per = {
+        let mut sm = ctx.space.lock();
+        sm.gc_victim_section = Some(first_segno / sm.segs_per_sec());
+        sm.segs_per_sec()
+    };
+    let cleaned =
+        (first_segno..first_segno + per).try_for_each(|segno| clean_segment(ctx, state, segno));
+    ctx.space.lock().gc_victim_section = None;
+    cleaned?;
     state.stats.sections_cleaned += 1;
     Ok(())
 }

@@ -234,6 +234,13 @@ pub struct SegmentManager {
     pub valid_inodes: u32,
     /// Blocks users may fill (main area minus overprovision).
     pub user_blocks: u64,
+    /// Data logs fill holes of dirty segments (SSR) instead of opening free
+    /// ones once free sections are down to this many (the kernel's
+    /// need_SSR: reserved + `min_ssr_sections`; set by the facade).
+    pub ssr_below_sections: u32,
+    /// The section the cleaner is emptying: SSR must not refill it (the
+    /// kernel's cur_victim_sec).
+    pub gc_victim_section: Option<u32>,
 }
 
 use f2fuse_layout::segment::{Summary, SummaryBlock, SUM_TYPE_DATA, SUM_TYPE_NODE};
@@ -307,6 +314,8 @@ impl SegmentManager {
             valid_nodes: cp.cp.valid_node_count.get(),
             valid_inodes: cp.cp.valid_inode_count.get(),
             user_blocks: cp.cp.user_block_count.get(),
+            ssr_below_sections: 0,
+            gc_victim_section: None,
         };
         // The SIT type of a current segment must be its log type (fsck checks it).
         for log in CursegType::ALL {
@@ -496,7 +505,13 @@ impl SegmentManager {
                 }
             }
             if off >= BLOCKS_PER_SEG as usize {
-                self.open_new_segment(log)?;
+                // Node logs stay LFS: fsync chains follow them block by block.
+                let ssr = !log.is_node()
+                    && self.free_sections() <= self.ssr_below_sections
+                    && self.switch_to_ssr(log)?;
+                if !ssr {
+                    self.open_new_segment(log)?;
+                }
                 continue;
             }
             let segno = cs.segno;
@@ -552,6 +567,7 @@ impl SegmentManager {
     pub fn switch_to_ssr(&mut self, log: CursegType) -> Result<bool> {
         let usable = |segno: usize, s: &SegInfo| {
             !self.is_current(segno as u32)
+                && self.gc_victim_section != Some(segno as u32 / self.segs_per_sec)
                 && !s.is_free()
                 && (0..BLOCKS_PER_SEG as usize).any(|b| s.slot_free(b))
         };

@@ -6,8 +6,7 @@
 //! `gc_idle` and `gc_urgent` are two views of one mode, as in the kernel
 //! (`sbi->gc_mode`): setting one resets the other. `max_victim_search`
 //! bounds foreground searches too, as when the kernel introduced it (current
-//! kernels bound only background cleaning and SSR, which we do not have):
-//! foreground cleaning does nearly all the work here.
+//! kernels bound only background cleaning and SSR victim searches).
 
 use crate::error::{Error, Result};
 use crate::gc::VictimPolicy;
@@ -111,6 +110,13 @@ pub const TUNABLES: &[TunableInfo] = &[
         u32::MAX as u64,
     ),
     info(
+        "min_ssr_sections",
+        "data logs fill holes of dirty segments (SSR) instead of opening free ones once free \
+         sections are at most the reserved ones plus this many",
+        0,
+        u32::MAX as u64,
+    ),
+    info(
         "dir_level",
         "hash level of directories created from now on (i_dir_level): 2^n buckets at level 0",
         0,
@@ -144,6 +150,9 @@ pub struct Tunables {
     pub gc_no_gc_sleep_ms: u32,
     pub cp_interval_secs: u32,
     pub reclaim_segments: u32,
+    /// SSR starts at reserved + this many free sections (the kernel's
+    /// need_SSR; default: the reserved sections again).
+    pub min_ssr_sections: u32,
     pub dir_level: u8,
 }
 
@@ -191,8 +200,9 @@ pub fn parse_assignment(text: &str) -> Result<(String, u64)> {
 }
 
 impl Tunables {
-    /// The kernel's defaults for a file system of `main_segments` segments.
-    pub fn defaults(main_segments: u32) -> Tunables {
+    /// The kernel's defaults for a file system of `main_segments` segments,
+    /// `reserved_sections` of them kept for cleaning.
+    pub fn defaults(main_segments: u32, reserved_sections: u32) -> Tunables {
         Tunables {
             max_victim_search: DEFAULT_MAX_VICTIM_SEARCH,
             gc_mode: GcMode::Normal,
@@ -203,6 +213,7 @@ impl Tunables {
             cp_interval_secs: DEFAULT_CP_INTERVAL_SECS,
             reclaim_segments: (main_segments as u64 * DEFAULT_RECLAIM_PERCENT / 100)
                 .min(MAX_DEFAULT_RECLAIM_SEGMENTS as u64) as u32,
+            min_ssr_sections: reserved_sections,
             dir_level: 0,
         }
     }
@@ -228,6 +239,7 @@ impl Tunables {
             "gc_no_gc_sleep_time" => self.gc_no_gc_sleep_ms as u64,
             "cp_interval" => self.cp_interval_secs as u64,
             "reclaim_segments" => self.reclaim_segments as u64,
+            "min_ssr_sections" => self.min_ssr_sections as u64,
             "dir_level" => self.dir_level as u64,
             _ => unreachable!("every name in TUNABLES is handled"),
         })
@@ -260,6 +272,7 @@ impl Tunables {
             "gc_no_gc_sleep_time" => self.gc_no_gc_sleep_ms = value as u32,
             "cp_interval" => self.cp_interval_secs = value as u32,
             "reclaim_segments" => self.reclaim_segments = value as u32,
+            "min_ssr_sections" => self.min_ssr_sections = value as u32,
             "dir_level" => self.dir_level = value as u8,
             _ => unreachable!("checked by lookup"),
         }
@@ -336,7 +349,7 @@ mod tests {
 
     #[test]
     fn defaults_are_the_kernels() {
-        let t = Tunables::defaults(1000);
+        let t = Tunables::defaults(1000, 2);
         assert_eq!(t.get("max_victim_search").unwrap(), 4096);
         assert_eq!(t.get("gc_min_sleep_time").unwrap(), 30_000);
         assert_eq!(t.get("gc_max_sleep_time").unwrap(), 60_000);
@@ -344,7 +357,7 @@ mod tests {
         assert_eq!(t.get("gc_urgent_sleep_time").unwrap(), 500);
         assert_eq!(t.get("cp_interval").unwrap(), 60);
         assert_eq!(t.get("reclaim_segments").unwrap(), 50);
-        assert_eq!(Tunables::defaults(1 << 20).reclaim_segments, 4096);
+        assert_eq!(Tunables::defaults(1 << 20, 2).reclaim_segments, 4096);
         assert_eq!(t.list().len(), TUNABLES.len());
     }
 
@@ -375,7 +388,7 @@ mod tests {
 
     #[test]
     fn a_refused_value_changes_nothing() {
-        let mut t = Tunables::defaults(100);
+        let mut t = Tunables::defaults(100, 2);
         let before = t.clone();
         assert!(t.set("gc_urgent", 7).is_err());
         assert!(t.set("nonsense", 1).is_err());
@@ -384,7 +397,7 @@ mod tests {
 
     #[test]
     fn gc_idle_and_gc_urgent_share_one_mode() {
-        let mut t = Tunables::defaults(100);
+        let mut t = Tunables::defaults(100, 2);
         assert_eq!(t.victim_policy(true), VictimPolicy::Greedy);
         assert_eq!(t.victim_policy(false), VictimPolicy::CostBenefit);
         t.set("gc_idle", 1).unwrap();
@@ -402,7 +415,7 @@ mod tests {
 
     #[test]
     fn sleep_steps_follow_the_kernel() {
-        let t = Tunables::defaults(100);
+        let t = Tunables::defaults(100, 2);
         assert_eq!(t.longer_gc_sleep(30_000), 60_000);
         assert_eq!(t.longer_gc_sleep(60_000), 60_000);
         assert_eq!(t.shorter_gc_sleep(60_000), 30_000);

@@ -1,6 +1,7 @@
 //! Churn: a 256 MiB image kept ~70% full while random overwrites add up to
-//! 10x its capacity. Cleaning must keep it going; fsck.f2fs must stay clean;
-//! contents must equal the model.
+//! 10x its capacity. Cleaning (and, by default, SSR: filling holes of dirty
+//! segments) must keep it going; fsck.f2fs must stay clean; contents must
+//! equal the model.
 
 mod support;
 
@@ -25,7 +26,16 @@ impl Rng {
     }
 }
 
-fn churn(size: u64, fill_percent: u64, rewrite_factor: u64, seed: u64) {
+/// How free space comes back during the churn.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Reclaim {
+    /// `min_ssr_sections=0`: foreground cleaning runs before SSR would.
+    Cleaning,
+    /// The kernel's default: SSR once free sections run low.
+    Ssr,
+}
+
+fn churn(size: u64, fill_percent: u64, rewrite_factor: u64, seed: u64, reclaim: Reclaim) {
     let scratch = Scratch::new("churn");
     let img = scratch.join("img");
     format_path(&img, Some(size), &MkfsOptions::default()).unwrap();
@@ -38,6 +48,9 @@ fn churn(size: u64, fill_percent: u64, rewrite_factor: u64, seed: u64) {
         },
     )
     .unwrap();
+    if reclaim == Reclaim::Cleaning {
+        fs.set_tunable("min_ssr_sections", 0).unwrap();
+    }
     let user_bytes = fs.statfs().blocks * 4096;
     let file_size: u64 = 4 << 20;
     let files = (user_bytes * fill_percent / 100 / file_size) as usize;
@@ -66,11 +79,18 @@ fn churn(size: u64, fill_percent: u64, rewrite_factor: u64, seed: u64) {
         written += len;
     }
     let stats = fs.gc_stats();
-    assert!(
-        stats.foreground_runs > 0 && stats.data_blocks_moved > 0,
-        "cleaning never ran: {stats:?}"
+    let ssr_blocks: u64 = fs.alloc_stats().ssr_blocks.iter().sum();
+    match reclaim {
+        Reclaim::Cleaning => assert!(
+            stats.foreground_runs > 0 && stats.data_blocks_moved > 0,
+            "cleaning never ran: {stats:?}"
+        ),
+        Reclaim::Ssr => assert!(ssr_blocks > 0, "SSR never ran: {stats:?}"),
+    }
+    eprintln!(
+        "churn {}MiB fill {fill_percent}% {reclaim:?}: {stats:?}, {ssr_blocks} SSR blocks",
+        size >> 20
     );
-    eprintln!("churn {}MiB fill {fill_percent}%: {stats:?}", size >> 20);
     fs.unmount().unwrap();
     if let Err(report) = fsck_f2fs(&img) {
         panic!("fsck.f2fs after churn:\n{report}");
@@ -89,5 +109,13 @@ fn churn_256m_ten_times_capacity() {
     if !require_f2fs_tools() {
         return;
     }
-    churn(256 << 20, 70, 10, 0x1234_5678_9abc_def1);
+    churn(256 << 20, 70, 10, 0x1234_5678_9abc_def1, Reclaim::Cleaning);
+}
+
+#[test]
+fn churn_256m_ten_times_capacity_with_ssr() {
+    if !require_f2fs_tools() {
+        return;
+    }
+    churn(256 << 20, 70, 10, 0x0bad_cafe_f00d_1234, Reclaim::Ssr);
 }
