@@ -22,6 +22,7 @@ pub mod segment;
 pub mod superblock;
 pub mod xattr;
 
+pub use data::{FallocMode, SeekTarget};
 pub use error::{Error, Result};
 pub use fs::{Fs, OpenOptions, StatFs};
 pub use inode::{FileKind, InodeInfo, Timestamp};
