@@ -568,3 +568,83 @@ fn fsx_buffered_and_direct_through_mount() {
     }
     mount.unmount();
 }
+
+fn seek(file: &File, offset: u64, whence: i32) -> Result<u64, i32> {
+    // SAFETY: plain syscall on an open descriptor.
+    let r = unsafe { libc::lseek(file.as_raw_fd(), offset as i64, whence) };
+    if r < 0 {
+        Err(std::io::Error::last_os_error().raw_os_error().unwrap())
+    } else {
+        Ok(r as u64)
+    }
+}
+
+fn fallocate(file: &File, mode: i32, offset: u64, len: u64) -> Result<(), i32> {
+    // SAFETY: plain syscall on an open descriptor.
+    let r = unsafe { libc::fallocate(file.as_raw_fd(), mode, offset as i64, len as i64) };
+    if r != 0 {
+        Err(std::io::Error::last_os_error().raw_os_error().unwrap())
+    } else {
+        Ok(())
+    }
+}
+
+/// SEEK_DATA/SEEK_HOLE right after buffered writes that are still dirty in
+/// the kernel's page cache (the mount uses the writeback cache): the
+/// answers must already cover them.
+#[test]
+fn seek_data_and_hole_see_buffered_writes() {
+    if !fuse_available() {
+        return;
+    }
+    let scratch = Scratch::new("fsx-seek");
+    let img = scratch.join("img");
+    let mnt = scratch.join("mnt");
+    f2fuse(&[
+        "mkfs".as_ref(),
+        img.as_os_str(),
+        "--size".as_ref(),
+        "64M".as_ref(),
+        "-q".as_ref(),
+    ]);
+    let mount = Mount::new(&img, &mnt);
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create_new(true)
+        .open(mnt.join("sparse"))
+        .unwrap();
+    const MIB: u64 = 1 << 20;
+    file.write_all_at(&[7u8; PAGE as usize], 0).unwrap();
+    file.write_all_at(&[8u8; PAGE as usize], MIB).unwrap();
+    file.write_all_at(&[9u8; 100], 3 * MIB).unwrap();
+    let eof = 3 * MIB + 100;
+    assert_eq!(seek(&file, 0, libc::SEEK_HOLE), Ok(PAGE));
+    assert_eq!(seek(&file, PAGE, libc::SEEK_DATA), Ok(MIB));
+    assert_eq!(seek(&file, MIB + 10, libc::SEEK_DATA), Ok(MIB + 10));
+    assert_eq!(seek(&file, MIB, libc::SEEK_HOLE), Ok(MIB + PAGE));
+    assert_eq!(seek(&file, MIB + PAGE, libc::SEEK_DATA), Ok(3 * MIB));
+    assert_eq!(seek(&file, 3 * MIB, libc::SEEK_HOLE), Ok(eof));
+    assert_eq!(seek(&file, eof, libc::SEEK_DATA), Err(libc::ENXIO));
+    // Another dirty page in the first hole, then a punched one in the data.
+    file.write_all_at(&[5u8; 10], 2 * PAGE + 3).unwrap();
+    assert_eq!(seek(&file, PAGE, libc::SEEK_DATA), Ok(2 * PAGE));
+    assert_eq!(seek(&file, 2 * PAGE, libc::SEEK_HOLE), Ok(3 * PAGE));
+    let punch = libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE;
+    fallocate(&file, punch, 0, PAGE).unwrap();
+    assert_eq!(seek(&file, 0, libc::SEEK_DATA), Ok(2 * PAGE));
+    // Preallocated blocks read as zeros and are neither data nor hole for
+    // f2fs: SEEK_DATA skips them, SEEK_HOLE does not stop in them.
+    fallocate(&file, libc::FALLOC_FL_KEEP_SIZE, 2 * MIB, 4 * PAGE).unwrap();
+    assert_eq!(seek(&file, 2 * MIB, libc::SEEK_DATA), Ok(3 * MIB));
+    assert_eq!(
+        seek(&file, 2 * MIB, libc::SEEK_HOLE),
+        Ok(2 * MIB + 4 * PAGE)
+    );
+    assert_eq!(file.metadata().unwrap().len(), eof);
+    drop(file);
+    mount.unmount();
+    if let Err(report) = fsck_f2fs(&img) {
+        panic!("fsck.f2fs after the seek test:\n{report}");
+    }
+}
