@@ -1122,20 +1122,33 @@ fn shift_range(ctx: &Ctx, inode: &InodeInfo, first: u64, blocks: u64, shift: Shi
             let mut src = first + blocks;
             while src < size_blocks {
                 let n = SHIFT_STEP_BLOCKS.min(size_blocks - src);
-                move_blocks(ctx, inode, src, src - blocks, n)?;
-                src += n;
+                src += move_step(ctx, inode, src, src - blocks, n, size_blocks - src)?;
             }
         }
         Shift::Insert => {
             let mut src_end = size_blocks;
             while src_end > first {
                 let n = SHIFT_STEP_BLOCKS.min(src_end - first);
-                move_blocks(ctx, inode, src_end - n, src_end - n + blocks, n)?;
-                src_end -= n;
+                src_end -= move_step(ctx, inode, src_end - n, src_end - n + blocks, n, n)?;
             }
         }
     }
     Ok(())
+}
+
+/// One step of a shift: `n` blocks from `src` to `dst`, or, when `src`
+/// starts a run of missing nodes (a sparse file), up to `most` blocks of
+/// it at once by punching the destination. Returns the blocks done.
+fn move_step(ctx: &Ctx, inode: &InodeInfo, src: u64, dst: u64, n: u64, most: u64) -> Result<u64> {
+    let current = ctx.inode(inode.ino)?;
+    let (addr, run) = BlockMapper::new(ctx.nm, &current).map_run(src)?;
+    if addr == NULL_ADDR && run >= n {
+        let done = run.min(most);
+        free_blocks(ctx, inode, dst, dst + done)?;
+        return Ok(done);
+    }
+    move_blocks(ctx, inode, src, dst, n)?;
+    Ok(n)
 }
 
 /// Moves `n` blocks from index `src` to index `dst` (the ranges may
