@@ -1035,37 +1035,35 @@ fn zero_in_block(ctx: &Ctx, inode: &InodeInfo, index: u64, from: usize, to: usiz
     write_blocks(ctx, inode, index, &block, data_log(inode)).map(|_| ())
 }
 
-/// Zeroes the partial blocks at both ends of bytes `[start, end)` and
-/// returns the whole blocks in between.
-fn zero_partial_ends(ctx: &Ctx, inode: &InodeInfo, start: u64, end: u64) -> Result<(u64, u64)> {
+/// The whole blocks inside bytes `[start, end)`, as `[first, end)`.
+fn whole_blocks(start: u64, end: u64) -> (u64, u64) {
+    let bs = F2FS_BLKSIZE as u64;
+    let first = start.div_ceil(bs);
+    (first, (end / bs).max(first))
+}
+
+/// Zeroes the parts of bytes `[start, end)` that do not cover a whole block.
+fn zero_partial_ends(ctx: &Ctx, inode: &InodeInfo, start: u64, end: u64) -> Result<()> {
     let bs = F2FS_BLKSIZE as u64;
     let (first, last) = (start / bs, (end - 1) / bs);
-    let head = (start % bs) as usize;
-    let tail = (end - last * bs) as usize;
-    if first == last {
-        if head == 0 && tail == F2FS_BLKSIZE {
-            return Ok((first, first + 1));
+    let ends = if first == last {
+        vec![first]
+    } else {
+        vec![first, last]
+    };
+    for index in ends {
+        let from = (start.max(index * bs) - index * bs) as usize;
+        let to = (end.min((index + 1) * bs) - index * bs) as usize;
+        if to - from < F2FS_BLKSIZE {
+            zero_in_block(ctx, inode, index, from, to)?;
         }
-        zero_in_block(ctx, inode, first, head, tail)?;
-        return Ok((first, first));
     }
-    let whole_first = if head != 0 {
-        zero_in_block(ctx, inode, first, head, F2FS_BLKSIZE)?;
-        first + 1
-    } else {
-        first
-    };
-    let whole_end = if tail != F2FS_BLKSIZE {
-        zero_in_block(ctx, inode, last, 0, tail)?;
-        last
-    } else {
-        last + 1
-    };
-    Ok((whole_first, whole_end))
+    Ok(())
 }
 
 fn punch_range(ctx: &Ctx, inode: &InodeInfo, start: u64, end: u64) -> Result<()> {
-    let (first, end) = zero_partial_ends(ctx, inode, start, end)?;
+    zero_partial_ends(ctx, inode, start, end)?;
+    let (first, end) = whole_blocks(start, end);
     free_blocks(ctx, inode, first, end)
 }
 
@@ -1083,16 +1081,16 @@ fn free_blocks(ctx: &Ctx, inode: &InodeInfo, first: u64, end: u64) -> Result<()>
 /// ZERO_RANGE as f2fs does it: partial blocks zeroed, whole blocks become
 /// reservations (their data freed). Space for the holes is checked first.
 fn zero_range(ctx: &Ctx, inode: &InodeInfo, start: u64, end: u64) -> Result<()> {
-    let bs = F2FS_BLKSIZE as u64;
-    let holes = count_holes(ctx, inode, start / bs, end.div_ceil(bs))?;
+    let (first, whole_end) = whole_blocks(start, end);
+    let holes = count_holes(ctx, inode, first, whole_end)?;
     if holes > ctx.space.lock().free_user_blocks() {
         return Err(Error::errno(
             libc::ENOSPC,
             format!("inode {}: zeroing {holes} unallocated blocks", inode.ino),
         ));
     }
-    let (first, end) = zero_partial_ends(ctx, inode, start, end)?;
-    reserve_range(ctx, inode, first, end)
+    zero_partial_ends(ctx, inode, start, end)?;
+    reserve_range(ctx, inode, first, whole_end)
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
