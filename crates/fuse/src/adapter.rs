@@ -1074,6 +1074,10 @@ impl Filesystem for F2fsFuse {
                 let _helper = helper;
                 match notifier.inval_inode(to_fuse(ino), 0, 0) {
                     Ok(()) => reply_seek(&fs, ino, offset, target, reply),
+                    // The kernel has no such inode cached: no pages to flush.
+                    Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {
+                        reply_seek(&fs, ino, offset, target, reply)
+                    }
                     Err(e) => {
                         log(&format!(
                             "lseek: flushing the kernel's pages of inode {ino}: {e}"
