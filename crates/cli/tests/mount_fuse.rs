@@ -318,8 +318,8 @@ fn file_operations_and_errors_through_mount() {
         st.blocks()
     );
 
-    // fallocate mode 0 fills holes with zero blocks and extends the file;
-    // keep-size preallocation and hole punching are not supported yet.
+    // fallocate reserves blocks (mode 0 extends the file, KEEP_SIZE does
+    // not), punching frees them; collapse range never reaches the daemon.
     {
         let f = fs::OpenOptions::new()
             .read(true)
@@ -329,17 +329,29 @@ fn file_operations_and_errors_through_mount() {
             .open(m.path("falloc"))
             .unwrap();
         f.write_all_at(b"head", 0).unwrap();
-        // SAFETY: a valid descriptor.
-        assert_eq!(unsafe { libc::fallocate(f.as_raw_fd(), 0, 0, 1 << 20) }, 0);
+        let falloc = |mode: i32, offset: i64, len: i64| {
+            // SAFETY: a valid descriptor.
+            let rc = unsafe { libc::fallocate(f.as_raw_fd(), mode, offset, len) };
+            if rc == 0 {
+                Ok(())
+            } else {
+                Err(std::io::Error::last_os_error().raw_os_error().unwrap())
+            }
+        };
+        assert_eq!(falloc(0, 0, 1 << 20), Ok(()));
         let st = f.metadata().unwrap();
         assert_eq!(st.len(), 1 << 20);
         assert!(st.blocks() >= 2048, "{} sectors", st.blocks());
-        // SAFETY: a valid descriptor.
-        let rc = unsafe { libc::fallocate(f.as_raw_fd(), libc::FALLOC_FL_KEEP_SIZE, 0, 8192) };
-        assert_eq!(rc, -1);
+        assert_eq!(falloc(libc::FALLOC_FL_KEEP_SIZE, 1 << 20, 8192), Ok(()));
+        let grown = f.metadata().unwrap();
+        assert_eq!(grown.len(), 1 << 20);
+        assert_eq!(grown.blocks(), st.blocks() + 16);
+        let punch = libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE;
+        assert_eq!(falloc(punch, 4096, 1 << 20), Ok(()));
+        assert_eq!(f.metadata().unwrap().blocks(), grown.blocks() - 2048);
         assert_eq!(
-            std::io::Error::last_os_error().raw_os_error(),
-            Some(libc::EOPNOTSUPP)
+            falloc(libc::FALLOC_FL_COLLAPSE_RANGE, 0, 4096),
+            Err(libc::EOPNOTSUPP)
         );
         let mut head = [0u8; 4];
         f.read_exact_at(&mut head, 0).unwrap();

@@ -767,7 +767,8 @@ pub fn truncate(ctx: &Ctx, ino: u32, size: u64) -> Result<()> {
     }
     if inline::has_inline_data(&inode) && size > inode.layout.max_inline_data() as u64 {
         convert_inline_to_block(ctx, &inode)?;
-    } else if size < inode.size {
+    } else if size <= inode.size {
+        // At the same size too, as f2fs: blocks reserved past EOF go.
         if inline::has_inline_data(&inode) {
             inline::truncate_inline_data(ctx, ino, size as usize)?;
         } else {
@@ -810,4 +811,498 @@ pub fn punch_block(ctx: &Ctx, inode: &InodeInfo, index: u64) -> Result<()> {
         })?;
     }
     Ok(())
+}
+
+// ---- fallocate(2) and lseek(2) SEEK_DATA/SEEK_HOLE ----
+
+/// What a fallocate(2) call does, as F2FS (Linux 6.1 `f2fs_fallocate`)
+/// accepts it. Built from the raw flags by [`FallocMode::from_flags`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FallocMode {
+    /// Reserves the holes of the range as NEW_ADDR blocks (they read as
+    /// zeros and count as used); grows the size unless `keep_size`.
+    Allocate { keep_size: bool },
+    /// Zeroes the partial blocks at the ends and frees the whole blocks;
+    /// the size never changes (the VFS requires KEEP_SIZE with it).
+    PunchHole,
+    /// Zeroes the partial blocks and turns the whole ones into NEW_ADDR
+    /// reservations; grows the size unless `keep_size`.
+    ZeroRange { keep_size: bool },
+    /// Removes a block-aligned range, shifting the rest of the file down.
+    CollapseRange,
+    /// Inserts a block-aligned hole, shifting the rest of the file up.
+    InsertRange,
+}
+
+impl FallocMode {
+    /// Decodes fallocate(2) mode flags with the VFS's and f2fs's rules:
+    /// unknown flags and PUNCH_HOLE without KEEP_SIZE are EOPNOTSUPP;
+    /// PUNCH_HOLE with ZERO_RANGE, and COLLAPSE/INSERT with anything, EINVAL.
+    pub fn from_flags(flags: i32) -> Result<FallocMode> {
+        use libc::{
+            FALLOC_FL_COLLAPSE_RANGE as COLLAPSE, FALLOC_FL_INSERT_RANGE as INSERT,
+            FALLOC_FL_KEEP_SIZE as KEEP, FALLOC_FL_PUNCH_HOLE as PUNCH,
+            FALLOC_FL_ZERO_RANGE as ZERO,
+        };
+        let bad = |errno, why: &str| {
+            Err(Error::errno(
+                errno,
+                format!("fallocate mode {flags:#x}: {why}"),
+            ))
+        };
+        if flags & !(KEEP | PUNCH | COLLAPSE | ZERO | INSERT) != 0 {
+            return bad(libc::EOPNOTSUPP, "unknown flags");
+        }
+        if flags & PUNCH != 0 && flags & ZERO != 0 {
+            return bad(libc::EINVAL, "punch hole with zero range");
+        }
+        if flags & PUNCH != 0 && flags & KEEP == 0 {
+            return bad(libc::EOPNOTSUPP, "punch hole without keep size");
+        }
+        for (flag, name) in [(COLLAPSE, "collapse range"), (INSERT, "insert range")] {
+            if flags & flag != 0 && flags != flag {
+                return bad(libc::EINVAL, &format!("{name} with other flags"));
+            }
+        }
+        let keep_size = flags & KEEP != 0;
+        Ok(if flags & PUNCH != 0 {
+            FallocMode::PunchHole
+        } else if flags & ZERO != 0 {
+            FallocMode::ZeroRange { keep_size }
+        } else if flags & COLLAPSE != 0 {
+            FallocMode::CollapseRange
+        } else if flags & INSERT != 0 {
+            FallocMode::InsertRange
+        } else {
+            FallocMode::Allocate { keep_size }
+        })
+    }
+}
+
+/// Blocks moved per step of a collapse or insert: also the most blocks such
+/// a step holds twice, which the space check before it accounts for.
+const SHIFT_STEP_BLOCKS: u64 = 64;
+/// Node blocks one shift step may create on its way (a new direct node for
+/// each end, an indirect and a double indirect one).
+const SHIFT_STEP_NODES: u64 = 4;
+
+/// Runs fallocate on regular file `ino` (the caller checked the kind).
+pub fn fallocate(ctx: &Ctx, ino: u32, offset: u64, len: u64, mode: FallocMode) -> Result<()> {
+    let inode = ctx.inode(ino)?;
+    check_readable(&inode)?;
+    if len == 0 {
+        return Err(Error::errno(libc::EINVAL, "fallocate of length 0"));
+    }
+    let max = max_file_blocks(inode.addrs_per_inode()) * F2FS_BLKSIZE as u64;
+    let end = offset
+        .checked_add(len)
+        .filter(|&e| e <= max && e <= i64::MAX as u64)
+        .ok_or_else(|| {
+            Error::errno(
+                libc::EFBIG,
+                format!("inode {ino}: fallocate past the largest file size"),
+            )
+        })?;
+    let bs = F2FS_BLKSIZE as u64;
+    let aligned = offset.is_multiple_of(bs) && len.is_multiple_of(bs);
+    // Refusals first, before any conversion changes the file.
+    match mode {
+        FallocMode::CollapseRange if !aligned || end >= inode.size => {
+            return Err(Error::errno(
+                libc::EINVAL,
+                "collapse range: unaligned or reaching EOF",
+            ))
+        }
+        FallocMode::InsertRange if !aligned || offset >= inode.size => {
+            return Err(Error::errno(
+                libc::EINVAL,
+                "insert range: unaligned or at/after EOF",
+            ))
+        }
+        FallocMode::InsertRange if inode.size + len > max => {
+            return Err(Error::errno(
+                libc::EFBIG,
+                "insert range: file would grow too large",
+            ))
+        }
+        // As f2fs: punching at or past EOF does nothing.
+        FallocMode::PunchHole if offset >= inode.size => return Ok(()),
+        _ => {}
+    }
+    let inode = if inline::has_inline_data(&inode) {
+        convert_inline_to_block(ctx, &inode)?;
+        ctx.inode(ino)?
+    } else {
+        inode
+    };
+    let grow_to = match mode {
+        FallocMode::Allocate { keep_size } => {
+            preallocate(ctx, &inode, offset / bs, end.div_ceil(bs))?;
+            (!keep_size).then_some(end)
+        }
+        FallocMode::ZeroRange { keep_size } => {
+            zero_range(ctx, &inode, offset, end)?;
+            (!keep_size).then_some(end)
+        }
+        FallocMode::PunchHole => {
+            punch_range(ctx, &inode, offset, end)?;
+            None
+        }
+        FallocMode::CollapseRange => {
+            shift_range(ctx, &inode, offset / bs, len / bs, Shift::Collapse)?;
+            set_size(ctx, ino, inode.size - len)?;
+            None
+        }
+        FallocMode::InsertRange => {
+            shift_range(ctx, &inode, offset / bs, len / bs, Shift::Insert)?;
+            set_size(ctx, ino, inode.size + len)?;
+            None
+        }
+    };
+    let t = now();
+    ctx.update_inode(ino, |raw| {
+        if let Some(size) = grow_to.filter(|&s| s > raw.i_size.get()) {
+            raw.i_size.set(size);
+        }
+        set_mtime(raw, t);
+        set_ctime(raw, t);
+        raw.i_ext = Default::default();
+    })
+}
+
+fn set_size(ctx: &Ctx, ino: u32, size: u64) -> Result<()> {
+    ctx.update_inode(ino, |raw| raw.i_size.set(size))
+}
+
+/// Counts the holes (NULL_ADDR blocks) of `[first, end)`.
+fn count_holes(ctx: &Ctx, inode: &InodeInfo, first: u64, end: u64) -> Result<u64> {
+    let mut mapper = BlockMapper::new(ctx.nm, inode);
+    let (mut index, mut holes) = (first, 0);
+    while index < end {
+        let (addr, run) = mapper.map_run(index)?;
+        let run = run.min(end - index);
+        if addr == NULL_ADDR {
+            holes += run;
+        }
+        index += run;
+    }
+    Ok(holes)
+}
+
+/// Makes block `index` a NEW_ADDR reservation, freeing the data it held.
+/// Returns 1 if it was a hole (i_blocks grows), else 0.
+fn reserve_block(ctx: &Ctx, inode: &InodeInfo, index: u64) -> Result<u64> {
+    let slot = addr_slot(ctx, inode, index, true)?.expect("created");
+    let added = match get_addr(ctx, inode, &slot)? {
+        NEW_ADDR => return Ok(0),
+        NULL_ADDR => {
+            ctx.space.lock().reserve_blocks(1)?;
+            1
+        }
+        old => {
+            ctx.space.lock().invalidate(old);
+            0
+        }
+    };
+    set_addr(ctx, inode, &slot, NEW_ADDR)?;
+    Ok(added)
+}
+
+/// Applies `change` to each block of `[first, end)` with its current
+/// address and slot (`None` under a missing node; such nodes are walked in
+/// one step when `skip_holes`), then corrects i_blocks by the sum of what
+/// it returned, also when it failed partway.
+fn for_each_block(
+    ctx: &Ctx,
+    inode: &InodeInfo,
+    first: u64,
+    end: u64,
+    skip_holes: bool,
+    mut change: impl FnMut(u64, u32, Option<AddrSlot>) -> Result<i64>,
+) -> Result<()> {
+    let mut delta = 0i64;
+    let walked = (|| {
+        let mut index = first;
+        while index < end {
+            let slot = addr_slot(ctx, inode, index, false)?;
+            let addr = match &slot {
+                Some(slot) => get_addr(ctx, inode, slot)?,
+                None if skip_holes => {
+                    // The caller's inode may predate changes made meanwhile.
+                    let current = ctx.inode(inode.ino)?;
+                    let (_, run) = BlockMapper::new(ctx.nm, &current).map_run(index)?;
+                    index += run.max(1);
+                    continue;
+                }
+                None => NULL_ADDR,
+            };
+            delta += change(index, addr, slot)?;
+            index += 1;
+        }
+        Ok(())
+    })();
+    if delta != 0 {
+        ctx.update_inode(inode.ino, |raw| {
+            raw.i_blocks.set((raw.i_blocks.get() as i64 + delta) as u64)
+        })?;
+    }
+    walked
+}
+
+/// Makes every block of `[first, end)` a reservation.
+fn reserve_range(ctx: &Ctx, inode: &InodeInfo, first: u64, end: u64) -> Result<()> {
+    for_each_block(ctx, inode, first, end, false, |index, _, _| {
+        reserve_block(ctx, inode, index).map(|n| n as i64)
+    })
+}
+
+/// Reserves every hole of blocks `[first, end)`. Like f2fs, blocks that
+/// hold data or are already reserved stay as they are. The free space is
+/// checked first, so running out fails before anything changed (unless
+/// the nodes on the way are what does not fit).
+fn preallocate(ctx: &Ctx, inode: &InodeInfo, first: u64, end: u64) -> Result<()> {
+    let holes = count_holes(ctx, inode, first, end)?;
+    if holes > ctx.space.lock().free_user_blocks() {
+        return Err(Error::errno(
+            libc::ENOSPC,
+            format!("inode {}: preallocating {holes} blocks", inode.ino),
+        ));
+    }
+    for_each_block(ctx, inode, first, end, false, |index, addr, _| {
+        if addr == NULL_ADDR {
+            reserve_block(ctx, inode, index).map(|n| n as i64)
+        } else {
+            Ok(0)
+        }
+    })
+}
+
+/// Zeroes bytes `[from, to)` of block `index` in place of its data;
+/// holes and reservations already read as zeros.
+fn zero_in_block(ctx: &Ctx, inode: &InodeInfo, index: u64, from: usize, to: usize) -> Result<()> {
+    let addr = match addr_slot(ctx, inode, index, false)? {
+        Some(slot) => get_addr(ctx, inode, &slot)?,
+        None => NULL_ADDR,
+    };
+    if from >= to || addr == NULL_ADDR || addr == NEW_ADDR {
+        return Ok(());
+    }
+    let mut block = vec![0u8; F2FS_BLKSIZE];
+    ctx.dev
+        .read_blocks(data_kind(inode), addr as u64, &mut block)?;
+    block[from..to].fill(0);
+    write_blocks(ctx, inode, index, &block, data_log(inode)).map(|_| ())
+}
+
+/// The whole blocks inside bytes `[start, end)`, as `[first, end)`.
+fn whole_blocks(start: u64, end: u64) -> (u64, u64) {
+    let bs = F2FS_BLKSIZE as u64;
+    let first = start.div_ceil(bs);
+    (first, (end / bs).max(first))
+}
+
+/// Zeroes the parts of bytes `[start, end)` that do not cover a whole block.
+fn zero_partial_ends(ctx: &Ctx, inode: &InodeInfo, start: u64, end: u64) -> Result<()> {
+    let bs = F2FS_BLKSIZE as u64;
+    let (first, last) = (start / bs, (end - 1) / bs);
+    let ends = if first == last {
+        vec![first]
+    } else {
+        vec![first, last]
+    };
+    for index in ends {
+        let from = (start.max(index * bs) - index * bs) as usize;
+        let to = (end.min((index + 1) * bs) - index * bs) as usize;
+        if to - from < F2FS_BLKSIZE {
+            zero_in_block(ctx, inode, index, from, to)?;
+        }
+    }
+    Ok(())
+}
+
+fn punch_range(ctx: &Ctx, inode: &InodeInfo, start: u64, end: u64) -> Result<()> {
+    zero_partial_ends(ctx, inode, start, end)?;
+    let (first, end) = whole_blocks(start, end);
+    free_blocks(ctx, inode, first, end)
+}
+
+/// Frees blocks `[first, end)` (data and reservations), leaving holes.
+fn free_blocks(ctx: &Ctx, inode: &InodeInfo, first: u64, end: u64) -> Result<()> {
+    for_each_block(ctx, inode, first, end, true, |_, addr, slot| {
+        let Some(slot) = slot.filter(|_| addr != NULL_ADDR) else {
+            return Ok(0);
+        };
+        set_addr(ctx, inode, &slot, NULL_ADDR)?;
+        Ok(-(free_addr(ctx, addr) as i64))
+    })
+}
+
+/// ZERO_RANGE as f2fs does it: partial blocks zeroed, whole blocks become
+/// reservations (their data freed). Space for the holes is checked first.
+fn zero_range(ctx: &Ctx, inode: &InodeInfo, start: u64, end: u64) -> Result<()> {
+    let (first, whole_end) = whole_blocks(start, end);
+    let holes = count_holes(ctx, inode, first, whole_end)?;
+    if holes > ctx.space.lock().free_user_blocks() {
+        return Err(Error::errno(
+            libc::ENOSPC,
+            format!("inode {}: zeroing {holes} unallocated blocks", inode.ino),
+        ));
+    }
+    zero_partial_ends(ctx, inode, start, end)?;
+    reserve_range(ctx, inode, first, whole_end)
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Shift {
+    Collapse,
+    Insert,
+}
+
+/// Moves the blocks after a removed range down (collapse) or the blocks
+/// from `first` on up (insert) by `blocks`. Blocks beyond EOF are dropped
+/// first, as f2fs does. A block is moved by writing its data to its new
+/// index (out of place, so its summary names its new slot) and freeing the
+/// old one; reservations move as reservations and holes as holes.
+fn shift_range(ctx: &Ctx, inode: &InodeInfo, first: u64, blocks: u64, shift: Shift) -> Result<()> {
+    let step_need = SHIFT_STEP_BLOCKS + SHIFT_STEP_NODES;
+    if ctx.space.lock().free_user_blocks() < step_need {
+        return Err(Error::errno(
+            libc::ENOSPC,
+            format!("inode {}: no room to move blocks", inode.ino),
+        ));
+    }
+    let size_blocks = inode.size_blocks();
+    truncate_blocks(ctx, inode.ino, size_blocks)?;
+    match shift {
+        Shift::Collapse => {
+            free_blocks(ctx, inode, first, first + blocks)?;
+            let mut src = first + blocks;
+            while src < size_blocks {
+                let n = SHIFT_STEP_BLOCKS.min(size_blocks - src);
+                src += move_step(ctx, inode, src, src - blocks, n, size_blocks - src)?;
+            }
+        }
+        Shift::Insert => {
+            let mut src_end = size_blocks;
+            while src_end > first {
+                let n = SHIFT_STEP_BLOCKS.min(src_end - first);
+                src_end -= move_step(ctx, inode, src_end - n, src_end - n + blocks, n, n)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// One step of a shift: `n` blocks from `src` to `dst`, or, when `src`
+/// starts a run of missing nodes (a sparse file), up to `most` blocks of
+/// it at once by punching the destination. Returns the blocks done.
+fn move_step(ctx: &Ctx, inode: &InodeInfo, src: u64, dst: u64, n: u64, most: u64) -> Result<u64> {
+    let current = ctx.inode(inode.ino)?;
+    let (addr, run) = BlockMapper::new(ctx.nm, &current).map_run(src)?;
+    if addr == NULL_ADDR && run >= n {
+        let done = run.min(most);
+        free_blocks(ctx, inode, dst, dst + done)?;
+        return Ok(done);
+    }
+    move_blocks(ctx, inode, src, dst, n)?;
+    Ok(n)
+}
+
+/// Moves `n` blocks from index `src` to index `dst` (the ranges may
+/// overlap): reads them all, places them at `dst`, then frees the source
+/// blocks `dst` did not cover.
+fn move_blocks(ctx: &Ctx, inode: &InodeInfo, src: u64, dst: u64, n: u64) -> Result<()> {
+    // Mapped from the current inode, before anything in the range changes.
+    let current = ctx.inode(inode.ino)?;
+    let mut mapper = BlockMapper::new(ctx.nm, &current);
+    let addrs = (src..src + n)
+        .map(|index| mapper.map(index))
+        .collect::<Result<Vec<u32>>>()?;
+    let mut i = 0usize;
+    while i < addrs.len() {
+        let to = dst + i as u64;
+        match addrs[i] {
+            NULL_ADDR => {
+                free_blocks(ctx, inode, to, to + 1)?;
+                i += 1;
+            }
+            NEW_ADDR => {
+                reserve_range(ctx, inode, to, to + 1)?;
+                i += 1;
+            }
+            _ => {
+                // A run of data blocks, read and written with one request each.
+                let run = addrs[i..]
+                    .iter()
+                    .take_while(|&&a| a != NULL_ADDR && a != NEW_ADDR)
+                    .count();
+                let mut data = vec![0u8; run * F2FS_BLKSIZE];
+                for (k, chunk) in data.chunks_mut(F2FS_BLKSIZE).enumerate() {
+                    ctx.dev
+                        .read_blocks(data_kind(inode), addrs[i + k] as u64, chunk)?;
+                }
+                write_blocks(ctx, inode, to, &data, data_log(inode))?;
+                i += run;
+            }
+        }
+    }
+    let (dst_start, dst_end) = (dst, dst + n);
+    let (src_start, src_end) = (src, src + n);
+    // The source blocks outside the destination range are left behind: free them.
+    if src_start < dst_start {
+        free_blocks(ctx, inode, src_start, src_end.min(dst_start))?;
+    } else {
+        free_blocks(ctx, inode, src_start.max(dst_end), src_end)?;
+    }
+    Ok(())
+}
+
+/// What lseek(2) looks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SeekTarget {
+    Data,
+    Hole,
+}
+
+/// SEEK_DATA / SEEK_HOLE from byte `offset`, as f2fs_seek_block answers:
+/// ENXIO at or past EOF; an inline file is all data; a block with data is
+/// data; a hole (NULL_ADDR) is a hole; a reservation (NEW_ADDR) is neither
+/// (f2fs counts it as data only while a dirty page covers it, and writes
+/// here replace it at once). EOF is the implicit hole at the end.
+pub fn seek(nm: &NodeManager, inode: &InodeInfo, offset: u64, target: SeekTarget) -> Result<u64> {
+    check_readable(inode)?;
+    let size = inode.size;
+    if offset >= size {
+        return Err(Error::errno(
+            libc::ENXIO,
+            format!("inode {}: seek at or past EOF", inode.ino),
+        ));
+    }
+    if inline::has_inline_data(inode) {
+        return Ok(match target {
+            SeekTarget::Data => offset,
+            SeekTarget::Hole => size,
+        });
+    }
+    let bs = F2FS_BLKSIZE as u64;
+    let mut mapper = BlockMapper::new(nm, inode);
+    let mut index = offset / bs;
+    while index * bs < size {
+        let (addr, run) = mapper.map_run(index)?;
+        let found = match target {
+            SeekTarget::Data => addr != NULL_ADDR && addr != NEW_ADDR,
+            SeekTarget::Hole => addr == NULL_ADDR,
+        };
+        if found {
+            return Ok((index * bs).max(offset).min(size));
+        }
+        index = index.saturating_add(run);
+    }
+    match target {
+        SeekTarget::Data => Err(Error::errno(
+            libc::ENXIO,
+            format!("inode {}: no data after {offset}", inode.ino),
+        )),
+        SeekTarget::Hole => Ok(size),
+    }
 }

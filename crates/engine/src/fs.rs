@@ -9,7 +9,7 @@
 use crate::acl::{Acl, AclKind};
 use crate::checkpoint::{load_checkpoint, CheckpointState};
 use crate::commit::{write_checkpoint, CheckpointRequest};
-use crate::data;
+use crate::data::{self, FallocMode, SeekTarget};
 use crate::device::{BlockDevice, Device, FileDevice, FileDeviceOptions};
 use crate::dir::{self, DirEntryInfo};
 use crate::error::{Error, Result};
@@ -1689,6 +1689,34 @@ impl Fs {
             ));
         }
         Ok(())
+    }
+
+    /// fallocate(2) on regular file `ino`: preallocation, hole punching,
+    /// zeroing, collapsing and inserting ranges (see [`FallocMode`]).
+    pub fn fallocate(&self, ino: u32, offset: u64, len: u64, mode: FallocMode) -> Result<()> {
+        self.mutate(|ctx| {
+            let lock = self.inode_lock(ino);
+            let _guard = lock.write();
+            match ctx.inode(ino)?.kind {
+                FileKind::Regular => data::fallocate(ctx, ino, offset, len, mode),
+                FileKind::Directory => Err(Error::errno(libc::EISDIR, format!("inode {ino}"))),
+                // As the VFS: fallocate on a fifo is ESPIPE, on other files ENODEV.
+                FileKind::Fifo => Err(Error::errno(libc::ESPIPE, format!("inode {ino}"))),
+                _ => Err(Error::errno(libc::ENODEV, format!("inode {ino}"))),
+            }
+        })
+    }
+
+    /// lseek(2) SEEK_DATA / SEEK_HOLE on file `ino` from byte `offset`.
+    pub fn seek(&self, ino: u32, offset: u64, target: SeekTarget) -> Result<u64> {
+        let _read = self.read_guard();
+        let lock = self.writer.as_ref().map(|_| self.inode_lock(ino));
+        let _guard = lock.as_ref().map(|l| l.read());
+        let inode = self.inode(ino)?;
+        if inode.kind == FileKind::Directory {
+            return Err(Error::errno(libc::EISDIR, format!("inode {ino}")));
+        }
+        data::seek(&self.nm, &inode, offset, target)
     }
 
     /// Changes attributes; returns the inode afterwards.

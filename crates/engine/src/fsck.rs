@@ -21,7 +21,11 @@ use zerocopy::FromBytes;
 pub struct FsckReport {
     pub problems: Vec<String>,
     pub inodes: u64,
+    /// Reachable blocks on disk (data and nodes).
     pub blocks: u64,
+    /// Data blocks reserved by fallocate (NEW_ADDR): counted as valid by
+    /// the checkpoint, as by fsck.f2fs, but in no segment.
+    pub reserved: u64,
     pub nodes: u64,
 }
 
@@ -266,7 +270,10 @@ impl Checker<'_> {
     ) -> Result<u64> {
         match addr {
             NULL_ADDR => Ok(0),
-            NEW_ADDR => Ok(1),
+            NEW_ADDR => {
+                self.report.reserved += 1;
+                Ok(1)
+            }
             a => {
                 let version = self.fs.node_manager().nat_entry(nid)?.version;
                 self.claim(
@@ -516,8 +523,8 @@ impl Checker<'_> {
             (
                 "valid_block_count",
                 cp.cp.valid_block_count.get(),
-                self.report.blocks,
-                valid_blocks,
+                self.report.blocks + self.report.reserved,
+                valid_blocks + self.report.reserved,
             ),
             (
                 "valid_node_count",

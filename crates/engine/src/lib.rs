@@ -28,6 +28,7 @@ pub mod superblock;
 pub mod tunables;
 pub mod xattr;
 
+pub use data::{FallocMode, SeekTarget};
 pub use error::{Error, Result};
 pub use fs::{Fs, OpenOptions, StatFs};
 pub use inode::{FileKind, InodeInfo, Timestamp};

@@ -36,7 +36,7 @@ mod support;
 use f2fuse_engine::fs::{RenameFlags, SetAttr, TimeSet};
 use f2fuse_engine::mkfs::{format_path, parse_features, MkfsOptions};
 use f2fuse_engine::xattr::SetMode;
-use f2fuse_engine::{Error, FileKind, Fs, OpenOptions, Timestamp};
+use f2fuse_engine::{Error, FallocMode, FileKind, Fs, OpenOptions, Timestamp};
 use f2fuse_layout::node::max_file_blocks;
 use f2fuse_layout::F2FS_ROOT_INO;
 use proptest::prelude::*;
@@ -286,6 +286,13 @@ enum Op {
         len: u32,
         seed: u8,
     },
+    /// fallocate(2) in any mode.
+    Fallocate {
+        file: Sel,
+        off: u64,
+        len: u64,
+        mode: FallocMode,
+    },
 }
 
 #[derive(Debug, Clone)]
@@ -517,7 +524,28 @@ fn op_s() -> impl Strategy<Value = Op> {
             .prop_map(|(handle, dir, name)| Op::LinkOpen { handle, dir, name }),
         2 => (any::<u8>(), offset_s(), len_s(), 0u8..8)
             .prop_map(|(handle, off, len, seed)| Op::WriteOpen { handle, off, len, seed }),
+        5 => (file_s(), offset_s(), len_s(), any::<bool>(), falloc_mode_s())
+            .prop_map(|(file, off, len, aligned, mode)| {
+                let (off, len) = if aligned {
+                    (off / BS * BS, (len as u64).div_ceil(BS) * BS)
+                } else {
+                    (off, len as u64)
+                };
+                Op::Fallocate { file, off, len, mode }
+            }),
     ]
+}
+
+fn falloc_mode_s() -> impl Strategy<Value = FallocMode> {
+    prop::sample::select(vec![
+        FallocMode::Allocate { keep_size: false },
+        FallocMode::Allocate { keep_size: true },
+        FallocMode::PunchHole,
+        FallocMode::ZeroRange { keep_size: false },
+        FallocMode::ZeroRange { keep_size: true },
+        FallocMode::CollapseRange,
+        FallocMode::InsertRange,
+    ])
 }
 
 /// About `chunks` x 2 operations: a list of short lists, so that shrinking
@@ -853,6 +881,64 @@ fn model_truncate(size: &mut u64, blocks: &mut BTreeMap<u64, Vec<u8>>, new: u64)
         }
     }
     *size = new;
+}
+
+/// Zeroes bytes `[start, end)` of a model file's blocks; whole blocks in
+/// the range are dropped (holes and reservations both read as zeros).
+fn model_zero(blocks: &mut BTreeMap<u64, Vec<u8>>, start: u64, end: u64) {
+    let whole = start.div_ceil(BS)..end / BS;
+    blocks.retain(|b, _| !whole.contains(b));
+    for b in [start / BS, (end - 1) / BS] {
+        if let Some(block) = blocks.get_mut(&b) {
+            let from = start.max(b * BS) - b * BS;
+            let to = end.min((b + 1) * BS) - b * BS;
+            block[from as usize..to as usize].fill(0);
+        }
+    }
+}
+
+/// The engine's fallocate on a model file (the call was accepted).
+fn model_fallocate(
+    size: &mut u64,
+    blocks: &mut BTreeMap<u64, Vec<u8>>,
+    off: u64,
+    len: u64,
+    mode: FallocMode,
+) {
+    let end = off + len;
+    let live = size.div_ceil(BS);
+    let (first, n) = (off / BS, len / BS);
+    match mode {
+        FallocMode::Allocate { keep_size } if !keep_size => *size = (*size).max(end),
+        FallocMode::Allocate { .. } => {}
+        FallocMode::PunchHole => {
+            if off < *size {
+                model_zero(blocks, off, end);
+            }
+        }
+        FallocMode::ZeroRange { keep_size } => {
+            model_zero(blocks, off, end);
+            if !keep_size {
+                *size = (*size).max(end);
+            }
+        }
+        FallocMode::CollapseRange => {
+            *blocks = std::mem::take(blocks)
+                .into_iter()
+                .filter(|&(b, _)| b < live && !(first..first + n).contains(&b))
+                .map(|(b, d)| (if b >= first + n { b - n } else { b }, d))
+                .collect();
+            *size -= len;
+        }
+        FallocMode::InsertRange => {
+            *blocks = std::mem::take(blocks)
+                .into_iter()
+                .filter(|&(b, _)| b < live)
+                .map(|(b, d)| (if b >= first { b + n } else { b }, d))
+                .collect();
+            *size += len;
+        }
+    }
 }
 
 /// Kernel xattr space of a new inode: 200 inline bytes + 4072 in the xattr
@@ -1367,6 +1453,40 @@ impl Harness {
         Ok(n)
     }
 
+    fn do_fallocate(&mut self, id: Id, off: u64, len: u64, mode: FallocMode) -> Outcome<()> {
+        let size = match &self.m.node(id).body {
+            Body::File { size, .. } => *size,
+            _ => 0,
+        };
+        let aligned = off.is_multiple_of(BS) && len.is_multiple_of(BS);
+        let end = off + len;
+        // The VFS's checks, then f2fs's.
+        let expect = match self.m.node(id).kind() {
+            FileKind::Directory => Err(libc::EISDIR),
+            FileKind::Fifo => Err(libc::ESPIPE),
+            FileKind::Regular => match mode {
+                _ if len == 0 => Err(libc::EINVAL),
+                _ if end > self.max_file_bytes => Err(libc::EFBIG),
+                FallocMode::CollapseRange if !aligned || end >= size => Err(libc::EINVAL),
+                FallocMode::InsertRange if !aligned || off >= size => Err(libc::EINVAL),
+                FallocMode::InsertRange if size + len > self.max_file_bytes => Err(libc::EFBIG),
+                _ => Ok(()),
+            },
+            _ => Err(libc::ENODEV),
+        };
+        let got = self.fs().fallocate(self.ino(id), off, len, mode);
+        let what = format!("fallocate {id} {off}+{len} {mode:?}");
+        if self.check(&what, got, expect, true)?.is_none() {
+            return Ok(());
+        }
+        let node = self.m.node_mut(id);
+        node.mtime = None;
+        if let Body::File { size, blocks } = &mut node.body {
+            model_fallocate(size, blocks, off, len, mode);
+        }
+        Ok(())
+    }
+
     #[allow(clippy::too_many_arguments)]
     fn do_setattr(
         &mut self,
@@ -1678,6 +1798,15 @@ impl Harness {
                 let id = self.m.pick(file);
                 let data = pattern(seed, off, len as usize);
                 self.do_write(id, off, &data)?;
+            }
+            Op::Fallocate {
+                file,
+                off,
+                len,
+                mode,
+            } => {
+                let id = self.m.pick(file);
+                self.do_fallocate(id, off, len, mode)?;
             }
             Op::Truncate { file, size } => {
                 let id = self.m.pick(file);

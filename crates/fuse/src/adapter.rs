@@ -15,29 +15,26 @@ use f2fuse_engine::dir::DirEntryInfo;
 use f2fuse_engine::flags::{is_append_only, is_immutable};
 use f2fuse_engine::fs::{RenameFlags as EngineRenameFlags, SetAttr, TimeSet};
 use f2fuse_engine::xattr::SetMode;
-use f2fuse_engine::{Error, FileKind, Fs, InodeInfo};
+use f2fuse_engine::{Error, FallocMode, FileKind, Fs, InodeInfo, SeekTarget};
 use f2fuse_layout::{inode_flag, F2FS_NAME_LEN, F2FS_ROOT_INO};
 use fuser::{
     AccessFlags, Errno, FileHandle, Filesystem, FopenFlags, Generation, INodeNo, InitFlags,
-    IoctlFlags, KernelConfig, LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData,
-    ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyIoctl, ReplyLseek, ReplyOpen,
-    ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
+    IoctlFlags, KernelConfig, LockOwner, Notifier, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate,
+    ReplyData, ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyIoctl, ReplyLseek,
+    ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
 };
-use parking_lot::{Mutex, RwLock};
+use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::ffi::OsStr;
 use std::io;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant, SystemTime};
 
 /// Largest write request the kernel sends.
 pub const MAX_WRITE: u32 = 1 << 20;
-const BLOCK: u64 = 4096;
-/// Stripes of the per-inode lock that orders writes against fallocate.
-const STRIPES: usize = 64;
 
 /// State shared by the request threads and the background thread.
 #[derive(Debug)]
@@ -47,6 +44,19 @@ pub struct Shared {
     last_request: AtomicU64,
     /// Bumped by every request that may have changed the file system.
     changes: AtomicU64,
+    /// For invalidating the kernel's caches (set once the session exists).
+    notifier: OnceLock<Notifier>,
+    /// Helper threads answering a request (each holds the `Fs`).
+    helpers: Arc<AtomicUsize>,
+}
+
+/// One running helper thread; counted until dropped.
+pub struct HelperGuard(Arc<AtomicUsize>);
+
+impl Drop for HelperGuard {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Release);
+    }
 }
 
 impl Default for Shared {
@@ -55,6 +65,8 @@ impl Default for Shared {
             start: Instant::now(),
             last_request: AtomicU64::new(0),
             changes: AtomicU64::new(0),
+            notifier: OnceLock::new(),
+            helpers: Arc::new(AtomicUsize::new(0)),
         }
     }
 }
@@ -84,6 +96,28 @@ impl Shared {
         self.start.elapsed().saturating_sub(last)
     }
 
+    /// Hands the session's notifier to the request handlers.
+    pub fn set_notifier(&self, notifier: Notifier) {
+        let _ = self.notifier.set(notifier);
+    }
+
+    fn notifier(&self) -> Option<Notifier> {
+        self.notifier.get().cloned()
+    }
+
+    fn helper(&self) -> HelperGuard {
+        self.helpers.fetch_add(1, Ordering::Acquire);
+        HelperGuard(self.helpers.clone())
+    }
+
+    /// Waits (up to `limit`) until no helper thread holds the `Fs` any more.
+    pub fn wait_for_helpers(&self, limit: Duration) {
+        let deadline = Instant::now() + limit;
+        while self.helpers.load(Ordering::Acquire) > 0 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
     /// A counter that moves whenever something may have changed.
     pub fn changes(&self) -> u64 {
         self.changes.load(Ordering::Relaxed)
@@ -109,9 +143,6 @@ pub struct F2fsFuse {
     dirs: Mutex<HashMap<u64, Arc<Vec<DirEntryInfo>>>>,
     /// References the kernel holds per inode (lookups not yet forgotten).
     kernel_refs: Mutex<HashMap<u32, u64>>,
-    /// Writes take their inode's stripe shared, fallocate exclusively (it
-    /// fills holes it found, which a concurrent write must not land in).
-    stripes: Vec<RwLock<()>>,
     /// The kernel agreed to POSIX ACLs (and to leave the umask to us).
     acl: bool,
 }
@@ -155,18 +186,6 @@ fn ino_of(ino: INodeNo) -> Res<u32> {
     to_f2fs(ino).ok_or(Errno::ENOENT)
 }
 
-/// Byte ranges holding data (the rest of the file reads as zeros).
-fn data_ranges(fs: &Fs, inode: &InodeInfo) -> Res<Vec<(u64, u64)>> {
-    if fs.has_inline_data(inode) {
-        return Ok(vec![(0, inode.size)]);
-    }
-    let extents = fs.extents(inode).map_err(|e| errno(&e))?;
-    Ok(extents
-        .into_iter()
-        .map(|(fofs, _, len)| (fofs * BLOCK, (fofs + len) * BLOCK))
-        .collect())
-}
-
 impl F2fsFuse {
     pub fn new(fs: Arc<Fs>, cfg: AdapterConfig, shared: Arc<Shared>) -> F2fsFuse {
         F2fsFuse {
@@ -176,7 +195,6 @@ impl F2fsFuse {
             next_fh: AtomicU64::new(1),
             dirs: Mutex::new(HashMap::new()),
             kernel_refs: Mutex::new(HashMap::new()),
-            stripes: (0..STRIPES).map(|_| RwLock::new(())).collect(),
             acl: false,
         }
     }
@@ -188,10 +206,6 @@ impl F2fsFuse {
             return Err(Errno::from_i32(libc::EUCLEAN));
         }
         Ok(inode)
-    }
-
-    fn stripe(&self, ino: u32) -> &RwLock<()> {
-        &self.stripes[ino as usize % STRIPES]
     }
 
     fn new_fh(&self) -> FileHandle {
@@ -377,7 +391,6 @@ impl F2fsFuse {
     }
 
     fn do_write(&self, ino: u32, offset: u64, data: &[u8]) -> Res<u32> {
-        let _stripe = self.stripe(ino).read();
         self.shared.change();
         let n = self.fs.write(ino, offset, data).map_err(|e| errno(&e))?;
         if n == 0 && !data.is_empty() {
@@ -396,102 +409,6 @@ impl F2fsFuse {
         let list = Arc::new(self.fs.read_dir(dir).map_err(|e| errno(&e))?);
         self.dirs.lock().insert(fh, list.clone());
         Ok(list)
-    }
-
-    /// fallocate mode 0: fills the holes of [offset, offset + length) with
-    /// zero blocks and extends the file if needed.
-    fn do_fallocate(&self, ino: u32, offset: u64, length: u64) -> Res<()> {
-        let end = offset.checked_add(length).ok_or(Errno::EFBIG)?;
-        if end > i64::MAX as u64 {
-            return Err(Errno::EFBIG);
-        }
-        // Writes to this file wait on the stripe until the holes are filled.
-        let _stripe = self.stripe(ino).write();
-        self.shared.change();
-        let inode = self.inode(ino)?;
-        match inode.kind {
-            FileKind::Regular => {}
-            FileKind::Directory => return Err(Errno::EISDIR),
-            _ => return Err(Errno::ENODEV),
-        }
-        let data = data_ranges(&self.fs, &inode)?;
-        // Hole pieces of the range, block-aligned inside and clipped to it.
-        let mut holes: Vec<(u64, u64)> = Vec::new();
-        let mut at = offset;
-        for &(s, e) in &data {
-            if e <= at {
-                continue;
-            }
-            if s >= end {
-                break;
-            }
-            if s > at {
-                holes.push((at, s.min(end)));
-            }
-            at = at.max(e);
-        }
-        if at < end {
-            holes.push((at, end));
-        }
-        // Data ranges are whole blocks except an inline file's, so a hole
-        // piece may start or end inside a block that has data; writing zeros
-        // over bytes past an inline file's EOF is still right (they read as 0).
-        let needed: u64 = holes
-            .iter()
-            .map(|&(s, e)| e.div_ceil(BLOCK) - s / BLOCK)
-            .sum();
-        if needed > self.fs.statfs().blocks_available {
-            return Err(Errno::ENOSPC);
-        }
-        let zeros = vec![0u8; MAX_WRITE as usize];
-        for (s, e) in holes {
-            let mut pos = s;
-            while pos < e {
-                let n = (e - pos).min(MAX_WRITE as u64) as usize;
-                self.shared.change();
-                let written = self
-                    .fs
-                    .write(ino, pos, &zeros[..n])
-                    .map_err(|e| errno(&e))?;
-                if written == 0 {
-                    return Err(Errno::EFBIG);
-                }
-                pos += written as u64;
-            }
-        }
-        Ok(())
-    }
-
-    fn do_lseek(&self, ino: u32, offset: i64, whence: i32) -> Res<i64> {
-        let inode = self.inode(ino)?;
-        if offset < 0 {
-            return Err(Errno::ENXIO);
-        }
-        let offset = offset as u64;
-        if offset >= inode.size {
-            return Err(Errno::ENXIO);
-        }
-        let data = data_ranges(&self.fs, &inode)?;
-        let found = match whence {
-            libc::SEEK_DATA => data
-                .iter()
-                .find(|&&(_, e)| e > offset)
-                .map(|&(s, _)| s.max(offset))
-                .filter(|&p| p < inode.size)
-                .ok_or(Errno::ENXIO)?,
-            libc::SEEK_HOLE => {
-                let mut at = offset;
-                for &(s, e) in &data {
-                    if s > at {
-                        break;
-                    }
-                    at = at.max(e);
-                }
-                at.min(inode.size)
-            }
-            _ => return Err(Errno::EINVAL),
-        };
-        Ok(found as i64)
     }
 
     fn do_ioctl(&self, req: &Request, ino: u32, cmd: Command) -> Res<Vec<u8>> {
@@ -705,8 +622,6 @@ impl Filesystem for F2fsFuse {
             mtime: mtime.map(time_set),
             ctime: ctime.map(timestamp),
         };
-        // A truncation must not interleave with a fallocate of the file.
-        let _stripe = size.map(|_| self.stripe(ino).read());
         self.shared.change();
         let result = self.do_setattr(ino, &attr);
         match result {
@@ -1244,13 +1159,12 @@ impl Filesystem for F2fsFuse {
         reply: ReplyEmpty,
     ) {
         let ino = ino_or_reply!(ino, reply);
-        if mode != 0 {
-            // Keep-size preallocation, hole punching, zero and collapse ranges.
-            return reply.error(Errno::EOPNOTSUPP);
-        }
-        match self.do_fallocate(ino, offset, length) {
+        self.shared.change();
+        let result = FallocMode::from_flags(mode)
+            .and_then(|mode| self.fs.fallocate(ino, offset, length, mode));
+        match result {
             Ok(()) => reply.ok(),
-            Err(e) => reply.error(e),
+            Err(e) => reply.error(errno(&e)),
         }
     }
 
@@ -1264,16 +1178,54 @@ impl Filesystem for F2fsFuse {
         reply: ReplyLseek,
     ) {
         self.shared.request();
-        if self.cfg.writeback_cache {
-            // The kernel does not write dirty pages back before asking, so
-            // our view of holes may be stale; ENOSYS makes it fall back to
-            // "all data up to EOF" for good, which is always correct.
-            return reply.error(Errno::ENOSYS);
-        }
         let ino = ino_or_reply!(ino, reply);
-        match self.do_lseek(ino, offset, whence) {
-            Ok(at) => reply.offset(at),
-            Err(e) => reply.error(e),
+        let target = match whence {
+            libc::SEEK_DATA => SeekTarget::Data,
+            libc::SEEK_HOLE => SeekTarget::Hole,
+            _ => return reply.error(Errno::EINVAL),
+        };
+        let Ok(offset) = u64::try_from(offset) else {
+            return reply.error(Errno::ENXIO);
+        };
+        if !self.cfg.writeback_cache {
+            // Every write reached us before its syscall returned.
+            return reply_seek(&self.fs, ino, offset, target, reply);
+        }
+        // With the writeback cache the kernel may hold dirty pages we have
+        // not seen, and it sends FUSE_LSEEK without writing them back
+        // (fuse_lseek, Linux 6.x). Invalidating the inode's pages makes it
+        // write the dirty ones back first (launder_folio: WRITE requests to
+        // us, waited for), so the answer then covers them. The kernel waits
+        // in our notification until those WRITEs are answered, so it is
+        // sent from a helper thread: this request thread goes on serving.
+        let Some(notifier) = self.shared.notifier() else {
+            // Not mounted through `serve`: no way to flush. ENOSYS makes the
+            // kernel answer "all data up to EOF" from now on, always correct.
+            return reply.error(Errno::ENOSYS);
+        };
+        let fs = self.fs.clone();
+        let helper = self.shared.helper();
+        let spawned = std::thread::Builder::new()
+            .name("f2fuse-lseek".into())
+            .spawn(move || {
+                let _helper = helper;
+                match notifier.inval_inode(to_fuse(ino), 0, 0) {
+                    Ok(()) => reply_seek(&fs, ino, offset, target, reply),
+                    // The kernel has no such inode cached: no pages to flush.
+                    Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {
+                        reply_seek(&fs, ino, offset, target, reply)
+                    }
+                    Err(e) => {
+                        log(&format!(
+                            "lseek: flushing the kernel's pages of inode {ino}: {e}"
+                        ));
+                        reply.error(Errno::from_i32(e.raw_os_error().unwrap_or(libc::EIO)))
+                    }
+                }
+            });
+        if let Err(e) = spawned {
+            // The reply went with the closure; dropping it answers EIO.
+            log(&format!("lseek: starting a helper thread: {e}"));
         }
     }
 
@@ -1294,5 +1246,12 @@ impl Filesystem for F2fsFuse {
             Ok(out) => reply.ioctl(0, &out),
             Err(e) => reply.error(e),
         }
+    }
+}
+
+fn reply_seek(fs: &Fs, ino: u32, offset: u64, target: SeekTarget, reply: ReplyLseek) {
+    match fs.seek(ino, offset, target) {
+        Ok(at) => reply.offset(at as i64),
+        Err(e) => reply.error(errno(&e)),
     }
 }

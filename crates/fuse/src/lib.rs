@@ -439,6 +439,7 @@ fn serve_blocked(
     );
     let mut session = Session::new(adapter, mountpoint, &fuser_config(image, cfg))
         .map_err(|e| format!("mounting on {}: {e}", mountpoint.display()))?;
+    shared.set_notifier(session.notifier());
     let mountpoint: PathBuf = mountpoint.to_path_buf();
     let conn = connection_of(&mountpoint);
     let unmounter = session.unmount_callable();
@@ -454,7 +455,7 @@ fn serve_blocked(
     };
     let background = if fs.is_writable() {
         Some(
-            Background::start(fs.clone(), shared)
+            Background::start(fs.clone(), shared.clone())
                 .map_err(|e| format!("starting the background thread: {e}"))?,
         )
     } else {
@@ -481,6 +482,8 @@ fn serve_blocked(
     if let Some(bg) = background {
         bg.stop();
     }
+    // A request answered on a helper thread may still hold the file system.
+    shared.wait_for_helpers(Duration::from_secs(10));
     let fs = Arc::try_unwrap(fs).map_err(|_| {
         "internal error: the file system is still in use after the session".to_string()
     })?;

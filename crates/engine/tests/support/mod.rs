@@ -13,6 +13,8 @@
 //!   (64-bit FNV-1a; holes = zeros, use `update_zeros` for holes).
 //! * [`compare_trees`] + [`CompareWhat`] (`all()`, `sload()`, `ignoring()`):
 //!   lists every difference.
+//! * [`FileModel`]: bytes and block states (hole, reserved, data) of one
+//!   file, for the fallocate and SEEK_DATA/SEEK_HOLE tests.
 //! * Tools: [`require_tool`], [`require_f2fs_tools`], [`mkfs_f2fs`],
 //!   [`sload_f2fs`], [`fsck_f2fs`], [`build_image_from_tree`],
 //!   [`image_size_for_tree`], plus [`scan_image_with_f2fs_tools`]: an oracle
@@ -77,6 +79,7 @@
 
 pub mod compare;
 pub mod engine_scan;
+pub mod file_model;
 pub mod hash;
 pub mod oracle;
 pub mod scan;
@@ -86,6 +89,7 @@ pub mod tree;
 
 pub use compare::{compare_trees, show_bytes, CompareWhat};
 pub use engine_scan::{engine_content_hash, scan_image};
+pub use file_model::{Block, FileModel};
 pub use hash::{content_hash_of, content_hash_of_chunks, content_hash_of_file, ContentHasher};
 pub use oracle::{image_paths_and_inos, parse_dump_fields, scan_image_with_f2fs_tools, ROOT_INO};
 pub use scan::{escape_name, join_key, read_xattrs, scan_entry, scan_host_tree, HostEntry, Kind};
