@@ -9,7 +9,7 @@
 use crate::checkpoint::{load_checkpoint, CheckpointState};
 use crate::commit::{write_checkpoint, CheckpointRequest};
 use crate::data;
-use crate::device::{BlockDevice, Device, FileDevice, FileDeviceOptions};
+use crate::device::{BlockDevice, Device, FileDevice, FileDeviceOptions, OverlayDevice};
 use crate::dir::{self, DirEntryInfo};
 use crate::error::{Error, Result};
 use crate::gc::{self, GcState, GcStats, VictimPolicy};
@@ -18,7 +18,8 @@ use crate::inode::{
     create_inode, now, read_inode, set_atime, set_ctime, set_mtime, Ctx, FileKind, InodeCheck,
     InodeInfo, NewInode, Timestamp,
 };
-use crate::node::{NodeManager, NodeStamp};
+use crate::node::{NodeManager, NodeMarks, NodeStamp};
+use crate::recovery;
 use crate::segment::{SegmentManager, SitTable};
 use crate::superblock::{load_superblock, LoadedSuperblock};
 use crate::xattr::{self, read_xattrs, SetMode};
@@ -27,7 +28,7 @@ use f2fuse_layout::superblock::SuperBlock;
 use f2fuse_layout::xattr::is_visible;
 use f2fuse_layout::*;
 use parking_lot::{Mutex, RwLock, RwLockReadGuard};
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -90,6 +91,9 @@ struct Writer {
     inode_locks: Mutex<HashMap<u32, Arc<RwLock<()>>>>,
     /// Unlinked inodes still open: freed at release, or at the next mount.
     orphans: Mutex<BTreeSet<u32>>,
+    /// Directories whose xattrs changed since the last checkpoint: an fsync
+    /// of a file in one checkpoints (the kernel's XATTR_DIR_INO).
+    xattr_dirs: Mutex<HashSet<u32>>,
     open_counts: Mutex<HashMap<u32, u32>>,
     /// Set after an error that may have left the in-memory state ahead of the
     /// disk: no further checkpoint may be written.
@@ -161,8 +165,27 @@ impl Fs {
         }
     }
 
-    /// Opens read-only.
+    /// Opens read-only. An fsync chain left by a crash is replayed in
+    /// memory (nothing is written to the device), so readers see what the
+    /// next writable open will recover.
     pub fn open(dev: Box<dyn BlockDevice>) -> Result<Fs> {
+        let fs = Fs::load(dev)?;
+        let chain = recovery::read_chain(&fs.dev, fs.superblock(), &fs.cp.read())?;
+        if !recovery::has_fsync_data(&chain) {
+            return Ok(fs);
+        }
+        let overlay = Arc::new(OverlayDevice::new(fs.dev.clone()));
+        match Fs::open_writable(Box::new(overlay.clone())) {
+            Ok(recovered) => drop(recovered),
+            // We cannot replay what we could not write: show the checkpoint.
+            Err(Error::Unsupported(_)) => return Ok(fs),
+            Err(e) => return Err(e),
+        }
+        Fs::load(Box::new(overlay))
+    }
+
+    /// Opens read-only exactly as the last checkpoint left the image.
+    fn load(dev: Box<dyn BlockDevice>) -> Result<Fs> {
         let dev = Arc::new(Device::new(dev));
         let loaded_sb = load_superblock(&dev)?;
         let sb = &loaded_sb.sb;
@@ -192,9 +215,10 @@ impl Fs {
         Ok(fs)
     }
 
-    /// Opens for reading and writing; frees orphan inodes left by a crash.
+    /// Opens for reading and writing; after a crash, frees orphan inodes and
+    /// replays the fsync chain (roll-forward recovery), then checkpoints.
     pub fn open_writable(dev: Box<dyn BlockDevice>) -> Result<Fs> {
-        let mut fs = Fs::open(dev)?;
+        let mut fs = Fs::load(dev)?;
         let sb = fs.superblock();
         let unsupported = sb.feature.get() & !WRITE_FEATURES;
         if unsupported != 0 {
@@ -224,6 +248,7 @@ impl Fs {
             ns_lock: Mutex::new(()),
             inode_locks: Mutex::new(HashMap::new()),
             orphans: Mutex::new(orphans),
+            xattr_dirs: Mutex::new(HashSet::new()),
             open_counts: Mutex::new(HashMap::new()),
             failed: AtomicBool::new(false),
             last_checkpoint: Mutex::new(Instant::now()),
@@ -235,11 +260,19 @@ impl Fs {
             max_victim_search: DEFAULT_MAX_VICTIM_SEARCH,
         });
         let pending: Vec<u32> = fs.writer().orphans.lock().iter().copied().collect();
-        if !pending.is_empty() {
-            for ino in pending {
-                fs.evict(ino)?;
-            }
-            fs.writer().orphans.lock().clear();
+        for &ino in &pending {
+            fs.evict(ino)?;
+        }
+        fs.writer().orphans.lock().clear();
+        let chain = recovery::read_chain(&fs.dev, fs.superblock(), &fs.cp.read())?;
+        let recovered = recovery::recover(&fs.ctx(), &chain)?;
+        for &ino in &recovered.unlinked {
+            fs.evict(ino)?;
+        }
+        // Any chain is retired by a checkpoint (a new cp_ver), even one with
+        // nothing to replay: otherwise its stale blocks could extend the
+        // chains of later fsyncs, which are stamped with the same cp_ver.
+        if !pending.is_empty() || !chain.is_empty() {
             fs.checkpoint()?;
         }
         Ok(fs)
@@ -574,13 +607,22 @@ impl Fs {
     }
 
     fn flush_nodes_locked(&self) -> Result<()> {
-        let stamp = NodeStamp {
-            cp_ver: self.cp.read().node_cp_ver(),
+        let stamp = self.node_stamp(&self.cp.read());
+        self.nm.write_nodes(
+            &self.writer().space,
+            stamp,
+            self.nm.dirty_nodes(),
+            NodeMarks::None,
+        )
+    }
+
+    /// How nodes written while checkpoint `cp` is in force are stamped.
+    fn node_stamp(&self, cp: &CheckpointState) -> NodeStamp {
+        NodeStamp {
+            cp_ver: cp.node_cp_ver(),
             features: self.check.features,
             checksum_seed: self.check.checksum_seed,
-        };
-        self.nm
-            .write_nodes(&self.writer().space, stamp, self.nm.dirty_nodes())
+        }
     }
 
     /// One round of background cleaning (cost-benefit victim, search bounded
@@ -658,13 +700,9 @@ impl Fs {
     fn checkpoint_locked(&self, umount: bool) -> Result<()> {
         let w = self.writer();
         let mut cp = self.cp.write();
-        let stamp = NodeStamp {
-            cp_ver: cp.node_cp_ver(),
-            features: self.check.features,
-            checksum_seed: self.check.checksum_seed,
-        };
+        let stamp = self.node_stamp(&cp);
         self.nm
-            .write_nodes(&w.space, stamp, self.nm.dirty_nodes())?;
+            .write_nodes(&w.space, stamp, self.nm.dirty_nodes(), NodeMarks::None)?;
         let mut space = w.space.lock();
         space.advance_full_logs()?;
         space.write_pending_ssa(&self.dev)?;
@@ -683,6 +721,7 @@ impl Fs {
         write_checkpoint(&self.dev, self.superblock(), &mut cp, &space, req)?;
         space.commit_checkpoint();
         self.nm.commit_checkpoint(nat);
+        w.xattr_dirs.lock().clear();
         *w.last_checkpoint.lock() = Instant::now();
         Ok(())
     }
@@ -699,9 +738,98 @@ impl Fs {
         Ok(())
     }
 
-    /// fsync: makes the file's data and metadata durable (by a checkpoint).
-    pub fn fsync(&self, _ino: u32) -> Result<()> {
-        self.checkpoint()
+    /// fsync and fdatasync, as the kernel's f2fs_do_sync_file does them
+    /// (fsync_mode=posix): a regular file's dirty nodes go to the warm node
+    /// log as an fsync chain that recovery replays after a crash, and the
+    /// device is flushed; a checkpoint is written only where roll-forward
+    /// could not restore the file (`checkpoint_reason`).
+    pub fn fsync(&self, ino: u32) -> Result<()> {
+        // Cleaning first when space is low, as before any write: the chain
+        // needs room in the warm node log.
+        self.ensure_space()?;
+        let w = self.healthy_writer()?;
+        let reason = {
+            let _op = w.op_lock.read();
+            // Namespace changes also touch the inode; no other fsync may
+            // interleave its nodes with this chain.
+            let _ns = w.ns_lock.lock();
+            let lock = self.inode_lock(ino);
+            let _guard = lock.write();
+            let inode = self.inode(ino)?;
+            let reason = self.checkpoint_reason(w, &inode);
+            if reason.is_none() {
+                if let Err(e) = self.write_fsync_chain(w, ino) {
+                    w.failed.store(true, Ordering::Relaxed);
+                    return Err(e);
+                }
+            } else {
+                self.fix_lost_pino(&inode)?;
+            }
+            reason
+        };
+        match reason {
+            Some(_) => self.checkpoint(),
+            None => Ok(()),
+        }
+    }
+
+    /// Why an fsync of `inode` must checkpoint (the kernel's
+    /// need_do_checkpoint in its order), or None if its chain suffices.
+    fn checkpoint_reason(&self, w: &Writer, inode: &InodeInfo) -> Option<&'static str> {
+        let pino = inode.inode().i_pino.get();
+        if inode.kind != FileKind::Regular {
+            Some("not a regular file")
+        } else if inode.links != 1 {
+            Some("not exactly one link")
+        } else if inode.advise & fadvise::LOST_PINO != 0 {
+            Some("parent directory unknown")
+        } else if !w.space.lock().space_for_roll_forward() {
+            Some("no space for roll-forward")
+        } else if !self.nm.is_checkpointed(pino) {
+            Some("parent directory not checkpointed")
+        } else if w.xattr_dirs.lock().contains(&pino) {
+            Some("parent directory xattrs changed")
+        } else {
+            None
+        }
+    }
+
+    /// Writes the fsync chain of `ino`: data first made durable, then its
+    /// nodes (the last one FSYNC-marked, DENT too for a new inode), then a
+    /// flush. Nothing dirty: only the flush.
+    fn write_fsync_chain(&self, w: &Writer, ino: u32) -> Result<()> {
+        let Some(nodes) = self.nm.fsync_nodes_of(ino)? else {
+            return self.dev.flush();
+        };
+        let dent = self.nm.needs_dentry_mark(ino);
+        // A node must never reach the disk before the data it points at.
+        self.dev.flush()?;
+        let stamp = self.node_stamp(&self.cp.read());
+        self.nm
+            .write_nodes(&w.space, stamp, nodes, NodeMarks::Fsync { dent })?;
+        self.dev.flush()
+    }
+
+    /// Clears LOST_PINO when the inode's one name is again the one its
+    /// `i_pino` and `i_name` record (the kernel's try_to_fix_pino), so its
+    /// next fsync can roll forward.
+    fn fix_lost_pino(&self, inode: &InodeInfo) -> Result<()> {
+        let raw = inode.inode();
+        if inode.advise & fadvise::LOST_PINO == 0 || inode.links != 1 {
+            return Ok(());
+        }
+        let name = &raw.i_name[..(raw.i_namelen.get() as usize).min(F2FS_NAME_LEN)];
+        let named = match self.lookup(raw.i_pino.get(), name) {
+            Ok(entry) => entry.ino == inode.ino,
+            Err(Error::Errno { .. }) => false,
+            Err(e) => return Err(e),
+        };
+        if named {
+            self.ctx().update_inode(inode.ino, |raw| {
+                raw.i_advise &= !fadvise::LOST_PINO;
+            })?;
+        }
+        Ok(())
     }
 
     /// Notes that `ino` is open (unlinking it then keeps it until `release`).
@@ -1244,6 +1372,11 @@ impl Fs {
         t: Timestamp,
     ) -> Result<()> {
         ctx.update_inode(ino, |raw| {
+            // As the kernel: a renamed file's fsync checkpoints until its
+            // parent is confirmed (fix_lost_pino).
+            if raw.i_mode.get() & mode::S_IFMT != mode::S_IFDIR {
+                raw.i_advise |= fadvise::LOST_PINO;
+            }
             raw.i_pino.set(parent);
             raw.i_namelen.set(name.len() as u32);
             raw.i_name = [0; F2FS_NAME_LEN];
@@ -1345,18 +1478,28 @@ impl Fs {
 
     /// Sets an xattr (full name like "user.x") with XATTR_CREATE/REPLACE semantics.
     pub fn set_xattr(&self, ino: u32, name: &[u8], value: &[u8], mode: SetMode) -> Result<()> {
-        self.mutate(|ctx| {
-            let lock = self.inode_lock(ino);
-            let _guard = lock.write();
-            xattr::set_xattr(ctx, ino, name, Some(value), mode)
-        })
+        self.change_xattr(ino, name, Some(value), mode)
     }
 
     pub fn remove_xattr(&self, ino: u32, name: &[u8]) -> Result<()> {
+        self.change_xattr(ino, name, None, SetMode::Replace)
+    }
+
+    fn change_xattr(
+        &self,
+        ino: u32,
+        name: &[u8],
+        value: Option<&[u8]>,
+        mode: SetMode,
+    ) -> Result<()> {
         self.mutate(|ctx| {
             let lock = self.inode_lock(ino);
             let _guard = lock.write();
-            xattr::set_xattr(ctx, ino, name, None, SetMode::Replace)
+            xattr::set_xattr(ctx, ino, name, value, mode)?;
+            if ctx.inode(ino)?.kind == FileKind::Directory {
+                self.writer().xattr_dirs.lock().insert(ino);
+            }
+            Ok(())
         })
     }
 }

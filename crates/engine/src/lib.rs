@@ -2,8 +2,8 @@
 //! the kernel's fs/f2fs is. Lower modules never use higher ones:
 //!
 //! `device` < `superblock` < `checkpoint` < `segment` < `node` < `inode`
-//! < `inline` < `data` < `xattr` < `dir` < `fs` (the facade), with `mkfs`
-//! beside `fs` using only the device and the layout crate.
+//! < `inline` < `data` < `xattr` < `dir` < `recovery` < `fs` (the facade),
+//! with `mkfs` beside `fs` using only the device and the layout crate.
 
 pub mod checkpoint;
 pub mod commit;
@@ -18,6 +18,7 @@ pub mod inline;
 pub mod inode;
 pub mod mkfs;
 pub mod node;
+pub mod recovery;
 pub mod segment;
 pub mod superblock;
 pub mod xattr;

@@ -141,6 +141,23 @@ impl SegInfo {
         !bitmap::test_bit_msb(&self.valid_map, blkoff)
             && !bitmap::test_bit_msb(&self.ckpt_valid_map, blkoff)
     }
+
+    /// Marks a block valid. Like the kernel, it also counts as valid in the
+    /// last checkpoint from now on, so it is not handed out again before the
+    /// next checkpoint even if invalidated: an fsync chain may point at it.
+    fn mark_valid(&mut self, blkoff: usize, now: u64) {
+        bitmap::set_bit_msb(&mut self.valid_map, blkoff, true);
+        if !bitmap::test_bit_msb(&self.ckpt_valid_map, blkoff) {
+            bitmap::set_bit_msb(&mut self.ckpt_valid_map, blkoff, true);
+            self.ckpt_valid += 1;
+        }
+        self.mtime = if self.mtime == 0 {
+            now
+        } else {
+            (self.mtime * self.valid as u64 + now) / (self.valid as u64 + 1)
+        };
+        self.valid += 1;
+    }
 }
 
 /// One of the six logs.
@@ -189,6 +206,10 @@ pub struct SegmentManager {
     pub valid_inodes: u32,
     /// Blocks users may fill (main area minus overprovision).
     pub user_blocks: u64,
+    /// `valid_blocks` at the last checkpoint, and the blocks reserved since:
+    /// roll-forward needs both to fit (the kernel's space_for_roll_forward).
+    checkpoint_valid_blocks: u64,
+    reserved_since_checkpoint: u64,
 }
 
 use f2fuse_layout::segment::{Summary, SummaryBlock, SUM_TYPE_DATA, SUM_TYPE_NODE};
@@ -261,6 +282,8 @@ impl SegmentManager {
             valid_nodes: cp.cp.valid_node_count.get(),
             valid_inodes: cp.cp.valid_inode_count.get(),
             user_blocks: cp.cp.user_block_count.get(),
+            checkpoint_valid_blocks: cp.cp.valid_block_count.get(),
+            reserved_since_checkpoint: 0,
         };
         // The SIT type of a current segment must be its log type (fsck checks it).
         for log in CursegType::ALL {
@@ -436,20 +459,104 @@ impl SegmentManager {
             cs.next_blkoff = off as u16 + 1;
             let seg = &mut self.segs[segno as usize];
             debug_assert!(seg.slot_free(off) || !ssr && !bitmap::test_bit_msb(&seg.valid_map, off));
-            bitmap::set_bit_msb(&mut seg.valid_map, off, true);
-            seg.mtime = if seg.mtime == 0 {
-                now
-            } else {
-                (seg.mtime * seg.valid as u64 + now) / (seg.valid as u64 + 1)
-            };
-            seg.valid += 1;
+            seg.mark_valid(off, now);
             self.dirty_sit.insert(segno);
             self.stats.blocks_allocated[log as usize] += 1;
             if ssr {
                 self.stats.ssr_blocks += 1;
             }
+            self.prepare_next_block(log);
             return Ok(self.blkaddr_of(segno, off as u32));
         }
+    }
+
+    /// Moves a log on to the slot it will write next, opening a new segment
+    /// when the current one has none left, as the kernel does right after
+    /// each allocation: a node footer's `next_blkaddr` must name the block
+    /// the log really writes next, or an fsync chain breaks there. With no
+    /// free segment the log stays full; its next allocation reports ENOSPC.
+    fn prepare_next_block(&mut self, log: CursegType) {
+        let cs = &self.cursegs[log as usize];
+        let seg = &self.segs[cs.segno as usize];
+        let mut off = cs.next_blkoff as usize;
+        if cs.alloc_type == checkpoint_ssr() {
+            while off < BLOCKS_PER_SEG as usize && !seg.slot_free(off) {
+                off += 1;
+            }
+        }
+        self.cursegs[log as usize].next_blkoff = off as u16;
+        if off >= BLOCKS_PER_SEG as usize {
+            // ENOSPC here is reported by the next allocation instead.
+            let _ = self.open_new_segment(log);
+        }
+    }
+
+    /// The block a log writes next (what node footers record as `next_blkaddr`).
+    pub fn next_blkaddr(&self, log: CursegType) -> u32 {
+        let cs = &self.cursegs[log as usize];
+        self.blkaddr_of(cs.segno, cs.next_blkoff as u32)
+    }
+
+    /// Roll-forward recovery: makes `blkaddr`, a data block an fsynced node
+    /// points at (written after the checkpoint, so free in it), valid and
+    /// owned by `owner`. Its segment keeps its type if it is a current data
+    /// log's, else becomes warm data as in the kernel's replace_block.
+    pub fn claim_data_block(&mut self, blkaddr: u32, owner: Summary) -> Result<()> {
+        let segno = self.segno_of(blkaddr);
+        let off = ((blkaddr - self.main_blkaddr) % BLOCKS_PER_SEG) as usize;
+        let seg = &self.segs[segno as usize];
+        let corrupt = |detail: String| -> crate::error::Error {
+            Corrupt::new("fsync chain", detail)
+                .at(format!("data blkaddr {blkaddr}"))
+                .into()
+        };
+        if bitmap::test_bit_msb(&seg.valid_map, off)
+            || bitmap::test_bit_msb(&seg.ckpt_valid_map, off)
+        {
+            return Err(corrupt("points at a block already in use".into()));
+        }
+        let seg_is_node = CursegType::from_u8(seg.seg_type).is_some_and(|t| t.is_node());
+        if let Some(log) = CursegType::ALL
+            .into_iter()
+            .find(|&log| self.cursegs[log as usize].segno == segno)
+        {
+            if log.is_node() {
+                return Err(corrupt(format!("in the current {} segment", log.name())));
+            }
+            self.cursegs[log as usize].sums[off] = owner;
+        } else {
+            if seg.valid > 0 && seg_is_node {
+                return Err(corrupt(format!("in node segment {segno}")));
+            }
+            let mut block = SummaryBlock::new_zeroed();
+            block.entries.copy_from_slice(&self.read_summaries(segno)?);
+            block.entries[off] = owner;
+            block.footer.entry_type = SUM_TYPE_DATA;
+            self.pending_ssa.retain(|(s, _)| *s != segno);
+            self.pending_ssa.push((segno, Box::new(block)));
+            self.segs[segno as usize].seg_type = CursegType::WarmData as u8;
+        }
+        let now = self.elapsed_now();
+        self.segs[segno as usize].mark_valid(off, now);
+        self.dirty_sit.insert(segno);
+        Ok(())
+    }
+
+    /// After roll-forward recovery: data logs move to new segments, since
+    /// the blocks recovery claimed may lie past where they would write next
+    /// (the kernel's f2fs_allocate_new_segments at the end of recover_data).
+    pub fn reopen_data_logs(&mut self) -> Result<()> {
+        for log in [
+            CursegType::HotData,
+            CursegType::WarmData,
+            CursegType::ColdData,
+        ] {
+            let cs = &self.cursegs[log as usize];
+            if cs.next_blkoff > 0 || self.segs[cs.segno as usize].valid > 0 {
+                self.open_new_segment(log)?;
+            }
+        }
+        Ok(())
     }
 
     /// Marks a block invalid (its content was rewritten elsewhere or freed).
@@ -541,7 +648,15 @@ impl SegmentManager {
             return Err(crate::error::Error::errno(libc::ENOSPC, "no space left"));
         }
         self.valid_blocks += blocks;
+        self.reserved_since_checkpoint += blocks;
         Ok(())
+    }
+
+    /// Whether what was valid at the last checkpoint plus everything reserved
+    /// since fits: otherwise recovery could run out of space replaying an
+    /// fsync chain, and fsync must checkpoint instead.
+    pub fn space_for_roll_forward(&self) -> bool {
+        self.checkpoint_valid_blocks + self.reserved_since_checkpoint <= self.user_blocks
     }
 
     pub fn release_blocks(&mut self, blocks: u64) {
@@ -564,6 +679,8 @@ impl SegmentManager {
 
     /// After a checkpoint commits: what it recorded is now the checkpointed state.
     pub fn commit_checkpoint(&mut self) {
+        self.checkpoint_valid_blocks = self.valid_blocks;
+        self.reserved_since_checkpoint = 0;
         for segno in std::mem::take(&mut self.dirty_sit) {
             let seg = &mut self.segs[segno as usize];
             seg.ckpt_valid_map = seg.valid_map;
