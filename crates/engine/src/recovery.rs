@@ -19,8 +19,8 @@ use crate::inode::{decode_inode, Ctx, FileKind, InodeInfo};
 use crate::node::NodeExpect;
 use crate::xattr::ensure_xattr_node;
 use f2fuse_layout::node::{
-    footer_of, inode_of, inode_of_mut, is_dnode_offset, node_slot, start_bidx_of_node,
-    I_ADDR_OFFSET,
+    footer_of, inode_of, inode_of_mut, is_dnode_offset, node_slot, set_node_slot,
+    start_bidx_of_node, I_ADDR_OFFSET,
 };
 use f2fuse_layout::segment::Summary;
 use f2fuse_layout::superblock::SuperBlock;
@@ -409,10 +409,11 @@ fn recover_addresses(ctx: &Ctx, ino: u32, c: &ChainBlock) -> Result<()> {
             continue;
         };
         let src = get_addr(ctx, &inode, &slot)?;
-        if src != NULL_ADDR && src != NEW_ADDR && !ctx.nm.is_main_blkaddr(src) {
+        let src_real = src != NULL_ADDR && src != NEW_ADDR;
+        if src_real && !(ctx.nm.is_main_blkaddr(src) && ctx.space.lock().is_valid(src)) {
             return Err(Corrupt::new(
                 "node",
-                format!("inode {ino} block {index} at {src:#x}, outside the main area"),
+                format!("inode {ino} block {index} at {src:#x}, not a valid main-area block"),
             )
             .into());
         }
@@ -438,10 +439,13 @@ fn recover_addresses(ctx: &Ctx, ino: u32, c: &ChainBlock) -> Result<()> {
                 }
                 (old, _) => space.invalidate(old),
             }
-            if dest != NULL_ADDR && dest != NEW_ADDR {
-                let version = ctx.nm.nat_entry(slot.nid)?.version;
-                space.claim_data_block(dest, Summary::new(slot.nid, version, slot.ofs_in_node))?;
-            }
+        }
+        if dest != NULL_ADDR && dest != NEW_ADDR {
+            release_previous_slot(ctx, dest)?;
+            let version = ctx.nm.nat_entry(slot.nid)?.version;
+            ctx.space
+                .lock()
+                .claim_data_block(dest, Summary::new(slot.nid, version, slot.ofs_in_node))?;
         }
         set_addr(ctx, &inode, &slot, dest)?;
         if dest != NULL_ADDR && !keep_size && size <= index * F2FS_BLKSIZE as u64 {
@@ -455,4 +459,65 @@ fn recover_addresses(ctx: &Ctx, ino: u32, c: &ChainBlock) -> Result<()> {
         raw.i_ext = Default::default();
     })?;
     Ok(())
+}
+
+/// A block the chain gives a file may still be in use where the SSA says it
+/// was (a file moved it between indices, e.g. by collapsing a range, and
+/// the old slot was not replayed yet): that slot lets go of it first (the
+/// kernel's check_index_in_prev_nodes). A summary naming another block is
+/// left alone; claiming the block then reports the conflict.
+fn release_previous_slot(ctx: &Ctx, blkaddr: u32) -> Result<()> {
+    let owner = {
+        let space = ctx.space.lock();
+        if !space.is_valid(blkaddr) {
+            return Ok(());
+        }
+        space.owner_of(blkaddr)?
+    };
+    let (nid, ofs_in_node) = (owner.nid.get(), owner.ofs_in_node.get() as usize);
+    if !(F2FS_ROOT_INO..ctx.nm.max_nid()).contains(&nid) {
+        return Ok(());
+    }
+    let node = ctx.nm.read_node(nid, NodeExpect::default())?;
+    let footer = footer_of(&node);
+    let (ino, ofs) = (footer.ino.get(), footer.ofs());
+    let is_inode = ofs == 0;
+    let holder = ctx.inode(ino)?;
+    let slots = if is_inode {
+        holder.addrs_per_inode() as usize
+    } else {
+        ADDRS_PER_BLOCK as usize
+    };
+    if ofs_in_node >= slots || !is_dnode_offset(ofs) || ofs == XATTR_NODE_OFFSET {
+        return Ok(());
+    }
+    let layout = holder.layout;
+    let held = if is_inode {
+        inode_of(&node).data_addr(&layout, ofs_in_node)
+    } else {
+        node_slot(&node, ofs_in_node)
+    };
+    if held != blkaddr {
+        return Ok(());
+    }
+    let expect = NodeExpect {
+        ino: Some(ino),
+        ofs: Some(ofs),
+    };
+    ctx.nm.update_node(nid, expect, |block| {
+        if is_inode {
+            inode_of_mut(block).set_data_addr(&layout, ofs_in_node, NULL_ADDR)
+        } else {
+            set_node_slot(block, ofs_in_node, NULL_ADDR)
+        }
+    })?;
+    {
+        let mut space = ctx.space.lock();
+        space.invalidate(blkaddr);
+        space.release_blocks(1);
+    }
+    ctx.update_inode(ino, |raw| {
+        raw.i_blocks.set(raw.i_blocks.get().saturating_sub(1));
+        raw.i_ext = Default::default();
+    })
 }

@@ -510,9 +510,9 @@ impl SegmentManager {
                 .at(format!("data blkaddr {blkaddr}"))
                 .into()
         };
-        if bitmap::test_bit_msb(&seg.valid_map, off)
-            || bitmap::test_bit_msb(&seg.ckpt_valid_map, off)
-        {
+        // Checkpoint-valid is fine: a block a file moved (replayed earlier
+        // from its old slot) is in the checkpoint but free now.
+        if bitmap::test_bit_msb(&seg.valid_map, off) {
             return Err(corrupt("points at a block already in use".into()));
         }
         let seg_is_node = CursegType::from_u8(seg.seg_type).is_some_and(|t| t.is_node());
@@ -573,6 +573,12 @@ impl SegmentManager {
             seg.valid -= 1;
             self.dirty_sit.insert(segno);
         }
+    }
+
+    /// The owner the SSA (or a log's summary) records for a block.
+    pub fn owner_of(&self, blkaddr: u32) -> Result<Summary> {
+        let off = ((blkaddr - self.main_blkaddr) % BLOCKS_PER_SEG) as usize;
+        Ok(self.read_summaries(self.segno_of(blkaddr))?[off])
     }
 
     pub fn is_valid(&self, blkaddr: u32) -> bool {

@@ -215,3 +215,48 @@ fn hostile_chain_contents_are_corruption_not_panics() {
         expect_corrupt(&image, what);
     }
 }
+
+#[test]
+fn a_block_moved_between_indices_is_taken_from_its_old_slot() {
+    if !require_f2fs_tools() {
+        return;
+    }
+    let features = parse_features("extra_attr,inode_checksum,flexible_inline_xattr").unwrap();
+    let mut image = crashed_image();
+    // "/m": blocks A, B checkpointed; C written and fsynced after.
+    let dev = Arc::new(MemDevice::from_bytes(image));
+    let fs = Fs::open_writable(Box::new(dev.clone())).unwrap();
+    fs.set_checkpoint_interval(Duration::from_secs(3600));
+    let m = fs.create(ROOT, b"m", 0o644, 0, 0).unwrap();
+    let blocks: Vec<Vec<u8>> = (1..=3u8).map(|i| vec![i; BLOCK]).collect();
+    fs.write(m.ino, 0, &blocks[..2].concat()).unwrap();
+    fs.checkpoint().unwrap();
+    fs.write(m.ino, 2 * BLOCK as u64, &blocks[2]).unwrap();
+    fs.fsync(m.ino).unwrap();
+    drop(fs);
+    image = dev.snapshot();
+    let chain = chain_addrs(&image);
+    assert_eq!(chain.len(), 1);
+    // As if the file had moved B to index 0 (a collapsed range) before the fsync.
+    tamper(&mut image, chain[0], |b| {
+        let layout =
+            f2fuse_layout::node::InodeLayout::of(f2fuse_layout::node::inode_of(b), features)
+                .unwrap();
+        let raw = inode_of_mut(b);
+        let b_addr = raw.data_addr(&layout, 1);
+        raw.set_data_addr(&layout, 0, b_addr);
+        raw.set_data_addr(&layout, 1, 0);
+    });
+    let dev = Arc::new(MemDevice::from_bytes(image));
+    let fs = Fs::open_writable(Box::new(dev.clone())).unwrap();
+    let inode = fs.resolve("/m").unwrap();
+    let mut got = vec![0u8; 3 * BLOCK];
+    fs.read(&inode, 0, &mut got).unwrap();
+    assert_eq!(got, [&blocks[1][..], &[0; BLOCK], &blocks[2]].concat());
+    assert_eq!(inode.blocks, 1 + 2, "the inode and two data blocks");
+    fs.unmount().unwrap();
+    let scratch = Scratch::new("recovery-move");
+    let img = scratch.join("moved.img");
+    std::fs::write(&img, dev.snapshot()).unwrap();
+    fsck_f2fs(&img).unwrap_or_else(|r| panic!("after recovery:\n{r}"));
+}
