@@ -486,8 +486,17 @@ fn fsync_rolls_forward_without_a_checkpoint() {
     let d = fs.mkdir(ROOT, b"d", 0o755, 0, 0).unwrap();
     let old = fs.create(d.ino, b"old", 0o644, 0, 0).unwrap();
     fs.write(old.ino, 0, &[7u8; 9000]).unwrap();
+    let shrunk = fs.create(ROOT, b"shrunk", 0o644, 0, 0).unwrap();
+    fs.write(shrunk.ino, 0, &vec![3u8; 4_500_000]).unwrap();
     fs.checkpoint().unwrap();
     let before = sim.event_count();
+    // Truncation frees a direct node and addresses in the inode.
+    let shrink = f2fuse_engine::fs::SetAttr {
+        size: Some(5000),
+        ..Default::default()
+    };
+    fs.setattr(shrunk.ino, &shrink).unwrap();
+    fs.fsync(shrunk.ino).unwrap();
     // A new file (DENT), an inline one, a rewritten checkpointed one, a big one.
     let new = fs.create(d.ino, b"new", 0o600, 5, 6).unwrap();
     let big: Vec<u8> = (0..5_000_000u32).map(|i| (i * 7 / 3) as u8).collect();
@@ -530,6 +539,7 @@ fn fsync_rolls_forward_without_a_checkpoint() {
         assert_eq!((attrs.mode & 0o7777, attrs.uid, attrs.gid), (0o600, 5, 6));
         assert_eq!(read_all(&fs, "/small"), b"inline bytes");
         assert_eq!(read_all(&fs, "/d/old"), old2);
+        assert_eq!(read_all(&fs, "/shrunk"), vec![3u8; 5000]);
         assert!(fs.resolve("/unsynced").is_err());
         if writable {
             fs.unmount().unwrap();
