@@ -170,8 +170,7 @@ impl Fs {
     /// next writable open will recover.
     pub fn open(dev: Box<dyn BlockDevice>) -> Result<Fs> {
         let fs = Fs::load(dev)?;
-        let chain = recovery::read_chain(&fs.dev, fs.superblock(), &fs.cp.read())?;
-        if !recovery::has_fsync_data(&chain) {
+        if !recovery::has_fsync_data(&fs.dev, fs.superblock(), &fs.cp.read())? {
             return Ok(fs);
         }
         let overlay = Arc::new(OverlayDevice::new(fs.dev.clone()));
@@ -264,15 +263,17 @@ impl Fs {
             fs.evict(ino)?;
         }
         fs.writer().orphans.lock().clear();
-        let chain = recovery::read_chain(&fs.dev, fs.superblock(), &fs.cp.read())?;
-        let recovered = recovery::recover(&fs.ctx(), &chain)?;
+        let recovered = {
+            let cp = fs.cp.read();
+            recovery::recover(&fs.ctx(), fs.superblock(), &cp)?
+        };
         for &ino in &recovered.unlinked {
             fs.evict(ino)?;
         }
         // Any chain is retired by a checkpoint (a new cp_ver), even one with
         // nothing to replay: otherwise its stale blocks could extend the
         // chains of later fsyncs, which are stamped with the same cp_ver.
-        if !pending.is_empty() || !chain.is_empty() {
+        if !pending.is_empty() || recovered.chain_blocks > 0 {
             fs.checkpoint()?;
         }
         Ok(fs)

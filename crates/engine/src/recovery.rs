@@ -43,53 +43,86 @@ pub fn is_recoverable(cp: &CheckpointState, footer_cp_ver: u64) -> bool {
     footer_cp_ver == cp.node_cp_ver()
 }
 
-/// Reads the chain from the warm node log's next block in the checkpoint:
-/// blocks carrying the checkpoint's `cp_ver`, following `next_blkaddr`. It
-/// ends at a block of another checkpoint or an address outside the main
-/// area. As in the kernel, a chain longer than the free blocks, or a block
-/// naming itself as the next, is a loop: corruption.
-pub fn read_chain(dev: &Device, sb: &SuperBlock, cp: &CheckpointState) -> Result<Vec<ChainBlock>> {
-    let main_start = sb.main_blkaddr.get();
-    let main_end = sb.main_end_blkaddr();
+/// Walks the chain from the warm node log's next block in the checkpoint:
+/// blocks carrying the checkpoint's `cp_ver`, following `next_blkaddr`,
+/// each handed to `visit` in order (nothing is kept: a hostile chain can be
+/// as long as the free space). It ends at a block of another checkpoint or
+/// an address outside the main area. A loop is corruption, found as the
+/// kernel finds it (a second pointer at twice the pace meets the first)
+/// and bounded as fsck.f2fs bounds it (no chain is longer than the free
+/// blocks). Returns the number of blocks visited.
+pub fn walk_chain(
+    dev: &Device,
+    sb: &SuperBlock,
+    cp: &CheckpointState,
+    mut visit: impl FnMut(&ChainBlock) -> Result<()>,
+) -> Result<u64> {
     let main_blocks = sb.segment_count_main.get() as u64 * BLOCKS_PER_SEG as u64;
     let free_blocks = main_blocks.saturating_sub(cp.cp.valid_block_count.get());
     let (segno, blkoff) = cp.cp.curseg(CursegType::WarmNode);
-    let mut blkaddr = main_start as u64 + segno as u64 * BLOCKS_PER_SEG as u64 + blkoff as u64;
-    let mut chain = Vec::new();
-    while (main_start as u64..main_end).contains(&blkaddr) {
-        let block = dev.read_block(blkaddr)?;
-        let footer = footer_of(&block);
-        if !is_recoverable(cp, footer.cp_ver.get()) {
-            break;
+    let start = sb.main_blkaddr.get() as u64 + segno as u64 * BLOCKS_PER_SEG as u64 + blkoff as u64;
+    let mut blkaddr = start;
+    // The fast pointer, while it has not run off the chain's end.
+    let mut fast = Some(start);
+    let mut visited = 0u64;
+    while let Some(block) = chain_block(dev, sb, cp, blkaddr)? {
+        let next = footer_of(&block).next_blkaddr.get() as u64;
+        visit(&ChainBlock {
+            blkaddr: blkaddr as u32,
+            block,
+        })?;
+        visited += 1;
+        for _ in 0..2 {
+            fast = match fast {
+                Some(at) => {
+                    chain_block(dev, sb, cp, at)?.map(|b| footer_of(&b).next_blkaddr.get() as u64)
+                }
+                None => None,
+            };
         }
-        let next = footer.next_blkaddr.get() as u64;
-        if next == blkaddr || chain.len() as u64 >= free_blocks {
+        if fast == Some(next) || visited > free_blocks {
             return Err(Corrupt::new(
                 "fsync chain",
                 format!(
-                    "node chain loops (block {blkaddr} names {next} next, after {} blocks)",
-                    chain.len()
+                    "node chain loops (block {blkaddr} names {next} next, after {visited} blocks)"
                 ),
             )
             .into());
         }
-        chain.push(ChainBlock {
-            blkaddr: blkaddr as u32,
-            block,
-        });
         blkaddr = next;
     }
-    Ok(chain)
+    Ok(visited)
+}
+
+/// The chain block at `blkaddr`, or None where the chain ends.
+fn chain_block(
+    dev: &Device,
+    sb: &SuperBlock,
+    cp: &CheckpointState,
+    blkaddr: u64,
+) -> Result<Option<Block>> {
+    if !(sb.main_blkaddr.get() as u64..sb.main_end_blkaddr()).contains(&blkaddr) {
+        return Ok(None);
+    }
+    let block = dev.read_block(blkaddr)?;
+    Ok(is_recoverable(cp, footer_of(&block).cp_ver.get()).then_some(block))
 }
 
 /// Whether the chain holds a finished fsync to replay.
-pub fn has_fsync_data(chain: &[ChainBlock]) -> bool {
-    chain.iter().any(|c| footer_of(&c.block).is_fsync())
+pub fn has_fsync_data(dev: &Device, sb: &SuperBlock, cp: &CheckpointState) -> Result<bool> {
+    let mut found = false;
+    walk_chain(dev, sb, cp, |c| {
+        found |= footer_of(&c.block).is_fsync();
+        Ok(())
+    })?;
+    Ok(found)
 }
 
 /// What a replay did.
 #[derive(Debug, Default)]
 pub struct Recovered {
+    /// Blocks in the chain (replayed or not).
+    pub chain_blocks: u64,
     /// Files whose fsynced state was replayed.
     pub files: usize,
     /// Inodes left without a link (a recovered entry replaced theirs): the
@@ -109,14 +142,14 @@ fn chain_error(blkaddr: u32, detail: impl Into<String>) -> Error {
         .into()
 }
 
-/// Replays `chain` (see the module documentation).
-pub fn recover(ctx: &Ctx, chain: &[ChainBlock]) -> Result<Recovered> {
+/// Replays the chain of checkpoint `cp` (see the module documentation).
+pub fn recover(ctx: &Ctx, sb: &SuperBlock, cp: &CheckpointState) -> Result<Recovered> {
     let max_nid = ctx.nm.max_nid();
     // Step 1 (find_fsync_dnodes): the files to replay; inodes created since
     // the checkpoint are made from their DENT-marked inode block first, so
     // no nid allocated during step 2 can take their numbers.
     let mut files: HashMap<u32, FsyncFile> = HashMap::new();
-    for c in chain {
+    let chain_blocks = walk_chain(ctx.dev, sb, cp, |c| {
         let footer = footer_of(&c.block);
         let (nid, ino) = (footer.nid.get(), footer.ino.get());
         if !(F2FS_ROOT_INO..max_nid).contains(&nid) || !(F2FS_ROOT_INO..max_nid).contains(&ino) {
@@ -132,7 +165,7 @@ pub fn recover(ctx: &Ctx, chain: &[ChainBlock]) -> Result<Recovered> {
             ));
         }
         if !footer.is_fsync() {
-            continue;
+            return Ok(());
         }
         let is_dent_inode = footer.ofs() == 0 && footer.is_dent();
         if !files.contains_key(&ino) {
@@ -141,7 +174,7 @@ pub fn recover(ctx: &Ctx, chain: &[ChainBlock]) -> Result<Recovered> {
             }
             // An inode neither checkpointed nor created here is gone: skip it.
             if ctx.nm.nat_entry(ino)?.block_addr.get() == NULL_ADDR {
-                continue;
+                return Ok(());
             }
         }
         let file = files.entry(ino).or_insert(FsyncFile {
@@ -152,17 +185,20 @@ pub fn recover(ctx: &Ctx, chain: &[ChainBlock]) -> Result<Recovered> {
         if is_dent_inode {
             file.last_dentry = Some(c.blkaddr);
         }
-    }
+        Ok(())
+    })?;
     let mut out = Recovered {
+        chain_blocks,
         files: files.len(),
         ..Recovered::default()
     };
-    // Step 2 (recover_data): every chain node of those files up to their last fsync.
-    for c in chain {
+    // Step 2 (recover_data): every chain node of those files up to their
+    // last fsync. Nothing was written meanwhile: the chain reads the same.
+    walk_chain(ctx.dev, sb, cp, |c| {
         let footer = footer_of(&c.block);
         let ino = footer.ino.get();
         let Some(file) = files.get(&ino) else {
-            continue;
+            return Ok(());
         };
         let (last, last_dentry) = (file.last, file.last_dentry);
         let ofs = footer.ofs();
@@ -181,7 +217,8 @@ pub fn recover(ctx: &Ctx, chain: &[ChainBlock]) -> Result<Recovered> {
         if last == c.blkaddr {
             files.remove(&ino);
         }
-    }
+        Ok(())
+    })?;
     if out.files > 0 {
         ctx.space.lock().reopen_data_logs()?;
     }
