@@ -550,3 +550,74 @@ fn fsync_rolls_forward_without_a_checkpoint() {
         }
     }
 }
+
+/// Every cut inside a run of fsyncs of a file whose blocks reach past the
+/// inode into a direct node: the file is always one fsync's state, whole.
+#[test]
+fn every_cut_in_fsyncs_of_a_file_with_direct_nodes() {
+    if !require_f2fs_tools() {
+        return;
+    }
+    let scratch = Scratch::new("powercut-dnode");
+    let img = scratch.join("cut.img");
+    // Room enough that cleaning never has to checkpoint.
+    let sim = Arc::new(SimDevice::new(fresh_image_of(96 << 20)));
+    let fs = Fs::open_writable(Box::new(sim.clone())).unwrap();
+    fs.set_checkpoint_interval(Duration::from_secs(3600));
+    let file = fs.create(ROOT, b"big", 0o644, 0, 0).unwrap();
+    let mut content: Vec<u8> = (0..1025 * 4096u32).map(|i| (i / 4096) as u8).collect();
+    fs.write(file.ino, 0, &content).unwrap();
+    fs.checkpoint().unwrap();
+    let first = sim.event_count();
+    // (event index of the fsync's final flush, the content it made durable)
+    let mut states = vec![(first, content.clone())];
+    let mut rng = Rng(77);
+    for round in 0..4u8 {
+        // Blocks in the inode's range and in the direct node's, and growth.
+        for index in [rng.below(900), 923 + rng.below(100), 1025 + round as u64] {
+            let data = vec![0xA0 + round; 4096];
+            fs.write(file.ino, index * 4096, &data).unwrap();
+            let at = index as usize * 4096;
+            if content.len() < at + 4096 {
+                content.resize(at + 4096, 0);
+            }
+            content[at..at + 4096].copy_from_slice(&data);
+        }
+        fs.fsync(file.ino).unwrap();
+        let flush = sim.event_count() - 1;
+        assert!(matches!(sim.events()[flush], SimEvent::Flush));
+        states.push((flush, content.clone()));
+    }
+    assert_eq!(
+        checkpoint_writes_since(&sim, first),
+        0,
+        "an fsync checkpointed"
+    );
+    drop(fs);
+    let mut crash = sim.crash_images();
+    let last = sim.event_count();
+    for cut in first..=last {
+        for reorder in [false, true] {
+            let mut pick = Rng(cut as u64 * 2 + 1);
+            let keep: Vec<bool> = (0..cut).map(|_| !reorder || pick.below(2) == 0).collect();
+            let image = crash.at_cut(cut, |i| keep[i]);
+            if (cut - first).is_multiple_of(8) {
+                std::fs::write(&img, &image).unwrap();
+                fsck_f2fs(&img).unwrap_or_else(|r| panic!("cut {cut}: crashed image:\n{r}"));
+            }
+            let fs = Fs::open_writable(Box::new(MemDevice::from_bytes(image))).unwrap();
+            let got = read_all(&fs, "/big");
+            // The last fsync finished before the cut, or the one it fell into.
+            let done = states
+                .iter()
+                .rposition(|(flush, _)| *flush < cut)
+                .unwrap_or(0);
+            let candidates = &states[done..(done + 2).min(states.len())];
+            assert!(
+                candidates.iter().any(|(_, c)| *c == got),
+                "cut {cut} reorder {reorder}: /big is no fsync's state ({} bytes)",
+                got.len()
+            );
+        }
+    }
+}
