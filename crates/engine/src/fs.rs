@@ -28,7 +28,7 @@ use f2fuse_layout::superblock::SuperBlock;
 use f2fuse_layout::xattr::is_visible;
 use f2fuse_layout::*;
 use parking_lot::{Mutex, RwLock, RwLockReadGuard};
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -91,9 +91,10 @@ struct Writer {
     inode_locks: Mutex<HashMap<u32, Arc<RwLock<()>>>>,
     /// Unlinked inodes still open: freed at release, or at the next mount.
     orphans: Mutex<BTreeSet<u32>>,
-    /// Directories whose xattrs changed since the last checkpoint: an fsync
-    /// of a file in one checkpoints (the kernel's XATTR_DIR_INO).
-    xattr_dirs: Mutex<HashSet<u32>>,
+    /// Something roll-forward cannot replay changed since the last
+    /// checkpoint (a directory's xattrs): every fsync checkpoints until the
+    /// next one (the kernel's SBI_NEED_CP).
+    need_checkpoint: AtomicBool,
     open_counts: Mutex<HashMap<u32, u32>>,
     /// Set after an error that may have left the in-memory state ahead of the
     /// disk: no further checkpoint may be written.
@@ -247,7 +248,7 @@ impl Fs {
             ns_lock: Mutex::new(()),
             inode_locks: Mutex::new(HashMap::new()),
             orphans: Mutex::new(orphans),
-            xattr_dirs: Mutex::new(HashSet::new()),
+            need_checkpoint: AtomicBool::new(false),
             open_counts: Mutex::new(HashMap::new()),
             failed: AtomicBool::new(false),
             last_checkpoint: Mutex::new(Instant::now()),
@@ -722,7 +723,7 @@ impl Fs {
         write_checkpoint(&self.dev, self.superblock(), &mut cp, &space, req)?;
         space.commit_checkpoint();
         self.nm.commit_checkpoint(nat);
-        w.xattr_dirs.lock().clear();
+        w.need_checkpoint.store(false, Ordering::Relaxed);
         *w.last_checkpoint.lock() = Instant::now();
         Ok(())
     }
@@ -782,14 +783,14 @@ impl Fs {
             Some("not a regular file")
         } else if inode.links != 1 {
             Some("not exactly one link")
+        } else if w.need_checkpoint.load(Ordering::Relaxed) {
+            Some("a change roll-forward cannot replay")
         } else if inode.advise & fadvise::LOST_PINO != 0 {
             Some("parent directory unknown")
         } else if !w.space.lock().space_for_roll_forward() {
             Some("no space for roll-forward")
         } else if !self.nm.is_checkpointed(pino) {
             Some("parent directory not checkpointed")
-        } else if w.xattr_dirs.lock().contains(&pino) {
-            Some("parent directory xattrs changed")
         } else {
             None
         }
@@ -1498,7 +1499,7 @@ impl Fs {
             let _guard = lock.write();
             xattr::set_xattr(ctx, ino, name, value, mode)?;
             if ctx.inode(ino)?.kind == FileKind::Directory {
-                self.writer().xattr_dirs.lock().insert(ino);
+                self.writer().need_checkpoint.store(true, Ordering::Relaxed);
             }
             Ok(())
         })

@@ -13,6 +13,7 @@ mod support;
 use f2fuse_engine::device::{Device, MemDevice, SimDevice, SimEvent};
 use f2fuse_engine::fs::RenameFlags;
 use f2fuse_engine::mkfs::{format, MkfsOptions};
+use f2fuse_engine::xattr::SetMode;
 use f2fuse_engine::{FileKind, Fs};
 use f2fuse_layout::F2FS_ROOT_INO as ROOT;
 use std::collections::{BTreeMap, BTreeSet};
@@ -620,4 +621,64 @@ fn every_cut_in_fsyncs_of_a_file_with_direct_nodes() {
             );
         }
     }
+}
+
+/// fsync checkpoints exactly where the kernel's need_do_checkpoint says so.
+#[test]
+fn fsync_checkpoints_where_the_kernel_does() {
+    let sim = Arc::new(SimDevice::new(fresh_image()));
+    let fs = Fs::open_writable(Box::new(sim.clone())).unwrap();
+    fs.set_checkpoint_interval(Duration::from_secs(3600));
+    let d = fs.mkdir(ROOT, b"d", 0o755, 0, 0).unwrap();
+    let f = fs.create(d.ino, b"f", 0o644, 0, 0).unwrap();
+    // Whether an fsync of `ino`, after a write to `file`, wrote a checkpoint.
+    let fsync_checkpoints = |file: u32, ino: u32| {
+        fs.write(file, 0, b"more").unwrap();
+        let before = sim.event_count();
+        fs.fsync(ino).unwrap();
+        checkpoint_writes_since(&sim, before) > 0
+    };
+    let mut seen = vec![
+        (
+            "parent created since the checkpoint",
+            fsync_checkpoints(f.ino, f.ino),
+        ),
+        ("plain file", fsync_checkpoints(f.ino, f.ino)),
+        ("directory", fsync_checkpoints(f.ino, d.ino)),
+    ];
+    fs.rename(d.ino, b"f", ROOT, b"g", RenameFlags::default())
+        .unwrap();
+    seen.push((
+        "first fsync after a rename",
+        fsync_checkpoints(f.ino, f.ino),
+    ));
+    seen.push((
+        "second fsync after a rename",
+        fsync_checkpoints(f.ino, f.ino),
+    ));
+    fs.link(f.ino, ROOT, b"h").unwrap();
+    seen.push(("hard link", fsync_checkpoints(f.ino, f.ino)));
+    fs.unlink(ROOT, b"h").unwrap();
+    fs.set_xattr(d.ino, b"user.x", b"1", SetMode::Create)
+        .unwrap();
+    seen.push((
+        "a directory's xattrs changed",
+        fsync_checkpoints(f.ino, f.ino),
+    ));
+    let new = fs.create(ROOT, b"new", 0o644, 0, 0).unwrap();
+    seen.push((
+        "new file in a checkpointed directory",
+        fsync_checkpoints(new.ino, new.ino),
+    ));
+    let expected = [
+        ("parent created since the checkpoint", true),
+        ("plain file", false),
+        ("directory", true),
+        ("first fsync after a rename", true),
+        ("second fsync after a rename", false),
+        ("hard link", true),
+        ("a directory's xattrs changed", true),
+        ("new file in a checkpointed directory", false),
+    ];
+    assert_eq!(seen, expected);
 }
