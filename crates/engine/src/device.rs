@@ -315,6 +315,75 @@ impl BlockDevice for MemDevice {
     }
 }
 
+/// Writes kept in memory over a device that is only read: a read-only
+/// open replays an fsync chain into it without writing the image.
+pub struct OverlayDevice {
+    base: std::sync::Arc<Device>,
+    written: RwLock<std::collections::HashMap<u64, Block>>,
+}
+
+impl OverlayDevice {
+    pub fn new(base: std::sync::Arc<Device>) -> OverlayDevice {
+        OverlayDevice {
+            base,
+            written: RwLock::new(Default::default()),
+        }
+    }
+}
+
+/// The blocks a block-aligned byte range covers.
+fn aligned_blocks(offset: u64, len: usize) -> io::Result<std::ops::Range<u64>> {
+    let bs = F2FS_BLKSIZE as u64;
+    if !offset.is_multiple_of(bs) || !(len as u64).is_multiple_of(bs) {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "overlay I/O must be block-aligned",
+        ));
+    }
+    Ok(offset / bs..(offset + len as u64) / bs)
+}
+
+impl BlockDevice for OverlayDevice {
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
+        let written = self.written.read();
+        for (blkaddr, out) in aligned_blocks(offset, buf.len())?.zip(buf.chunks_mut(F2FS_BLKSIZE)) {
+            match written.get(&blkaddr) {
+                Some(block) => out.copy_from_slice(block),
+                // Counted by kind in the Device over this overlay; the base
+                // Device's own counters go unread (its Fs is gone).
+                None => self
+                    .base
+                    .read_blocks(IoKind::Meta, blkaddr, out)
+                    .map_err(|e| io::Error::other(e.to_string()))?,
+            }
+        }
+        Ok(())
+    }
+
+    fn write_at(&self, offset: u64, buf: &[u8]) -> io::Result<()> {
+        let blocks = aligned_blocks(offset, buf.len())?;
+        if blocks.end > self.base.block_count() {
+            return Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                "beyond the device end",
+            ));
+        }
+        let mut written = self.written.write();
+        for (blkaddr, data) in blocks.zip(buf.chunks(F2FS_BLKSIZE)) {
+            written.insert(blkaddr, data.into());
+        }
+        Ok(())
+    }
+
+    fn flush(&self) -> io::Result<()> {
+        Ok(())
+    }
+
+    fn size(&self) -> u64 {
+        self.base.size()
+    }
+}
+
 /// One recorded device event.
 #[derive(Debug, Clone)]
 pub enum SimEvent {

@@ -10,7 +10,7 @@ use crate::acl::{Acl, AclKind};
 use crate::checkpoint::{load_checkpoint, CheckpointState};
 use crate::commit::{write_checkpoint, CheckpointRequest};
 use crate::data::{self, FallocMode, SeekTarget};
-use crate::device::{BlockDevice, Device, FileDevice, FileDeviceOptions};
+use crate::device::{BlockDevice, Device, FileDevice, FileDeviceOptions, OverlayDevice};
 use crate::dir::{self, DirEntryInfo};
 use crate::error::{Error, Result};
 use crate::flags::{self, deny_if_immutable, deny_if_locked};
@@ -20,7 +20,8 @@ use crate::inode::{
     create_inode, now, read_inode, set_atime, set_ctime, set_mtime, Ctx, FileKind, InodeCheck,
     InodeInfo, NewInode, Timestamp,
 };
-use crate::node::{NodeManager, NodeStamp};
+use crate::node::{NodeManager, NodeMarks, NodeStamp};
+use crate::recovery;
 use crate::report::{FileExtents, LogStatus, Status};
 use crate::segment::{AllocStats, SegmentManager, SitTable};
 use crate::stats::ShardedCounters;
@@ -149,6 +150,10 @@ struct Writer {
     inode_locks: Mutex<HashMap<u32, Arc<RwLock<()>>>>,
     /// Unlinked inodes still open: freed at release, or at the next mount.
     orphans: Mutex<BTreeSet<u32>>,
+    /// Something roll-forward cannot replay changed since the last
+    /// checkpoint (a directory's xattrs): every fsync checkpoints until the
+    /// next one (the kernel's SBI_NEED_CP).
+    need_checkpoint: AtomicBool,
     open_counts: Mutex<HashMap<u32, u32>>,
     /// Set after an error that may have left the in-memory state ahead of the
     /// disk: no further checkpoint may be written.
@@ -247,8 +252,26 @@ impl Fs {
         }
     }
 
-    /// Opens read-only.
+    /// Opens read-only. An fsync chain left by a crash is replayed in
+    /// memory (nothing is written to the device), so readers see what the
+    /// next writable open will recover.
     pub fn open(dev: Box<dyn BlockDevice>) -> Result<Fs> {
+        let fs = Fs::load(dev)?;
+        if !recovery::has_fsync_data(&fs.dev, fs.superblock(), &fs.cp.read())? {
+            return Ok(fs);
+        }
+        let overlay = Arc::new(OverlayDevice::new(fs.dev.clone()));
+        match Fs::open_writable(Box::new(overlay.clone())) {
+            Ok(recovered) => drop(recovered),
+            // We cannot replay what we could not write: show the checkpoint.
+            Err(Error::Unsupported(_)) => return Ok(fs),
+            Err(e) => return Err(e),
+        }
+        Fs::load(Box::new(overlay))
+    }
+
+    /// Opens read-only exactly as the last checkpoint left the image.
+    fn load(dev: Box<dyn BlockDevice>) -> Result<Fs> {
         let dev = Arc::new(Device::new(dev));
         let loaded_sb = load_superblock(&dev)?;
         let sb = &loaded_sb.sb;
@@ -279,7 +302,8 @@ impl Fs {
         Ok(fs)
     }
 
-    /// Opens for reading and writing; frees orphan inodes left by a crash.
+    /// Opens for reading and writing; after a crash, frees orphan inodes and
+    /// replays the fsync chain (roll-forward recovery), then checkpoints.
     pub fn open_writable(dev: Box<dyn BlockDevice>) -> Result<Fs> {
         Fs::open_writable_with(dev, &[])
     }
@@ -287,7 +311,7 @@ impl Fs {
     /// Opens for reading and writing with tunables set (`name`, value);
     /// an unknown name or a value out of range is an error.
     pub fn open_writable_with(dev: Box<dyn BlockDevice>, settings: &[(String, u64)]) -> Result<Fs> {
-        let mut fs = Fs::open(dev)?;
+        let mut fs = Fs::load(dev)?;
         let sb = fs.superblock();
         let reserved_sections = fs.cp.read().cp.rsvd_segment_count.get() / sb.segs_per_sec.get();
         let mut tuned = Tunables::defaults(sb.segment_count_main.get(), reserved_sections);
@@ -323,6 +347,7 @@ impl Fs {
             ns_lock: Mutex::new(()),
             inode_locks: Mutex::new(HashMap::new()),
             orphans: Mutex::new(orphans),
+            need_checkpoint: AtomicBool::new(false),
             open_counts: Mutex::new(HashMap::new()),
             failed: AtomicBool::new(false),
             last_checkpoint: Mutex::new(Duration::ZERO),
@@ -337,11 +362,21 @@ impl Fs {
             reserved_sections,
         });
         let pending: Vec<u32> = fs.writer().orphans.lock().iter().copied().collect();
-        if !pending.is_empty() {
-            for ino in pending {
-                fs.evict(ino)?;
-            }
-            fs.writer().orphans.lock().clear();
+        for &ino in &pending {
+            fs.evict(ino)?;
+        }
+        fs.writer().orphans.lock().clear();
+        let recovered = {
+            let cp = fs.cp.read();
+            recovery::recover(&fs.ctx(), fs.superblock(), &cp)?
+        };
+        for &ino in &recovered.unlinked {
+            fs.evict(ino)?;
+        }
+        // Any chain is retired by a checkpoint (a new cp_ver), even one with
+        // nothing to replay: otherwise its stale blocks could extend the
+        // chains of later fsyncs, which are stamped with the same cp_ver.
+        if !pending.is_empty() || recovered.chain_blocks > 0 {
             fs.checkpoint()?;
         }
         Ok(fs)
@@ -789,13 +824,22 @@ impl Fs {
     }
 
     fn flush_nodes_locked(&self) -> Result<()> {
-        let stamp = NodeStamp {
-            cp_ver: self.cp.read().node_cp_ver(),
+        let stamp = self.node_stamp(&self.cp.read());
+        self.nm.write_nodes(
+            &self.writer().space,
+            stamp,
+            self.nm.dirty_nodes(),
+            NodeMarks::None,
+        )
+    }
+
+    /// How nodes written while checkpoint `cp` is in force are stamped.
+    fn node_stamp(&self, cp: &CheckpointState) -> NodeStamp {
+        NodeStamp {
+            cp_ver: cp.node_cp_ver(),
             features: self.check.features,
             checksum_seed: self.check.checksum_seed,
-        };
-        self.nm
-            .write_nodes(&self.writer().space, stamp, self.nm.dirty_nodes())
+        }
     }
 
     /// Whether enough blocks are invalid for background cleaning to be
@@ -972,13 +1016,9 @@ impl Fs {
     fn checkpoint_locked(&self, umount: bool) -> Result<()> {
         let w = self.writer();
         let mut cp = self.cp.write();
-        let stamp = NodeStamp {
-            cp_ver: cp.node_cp_ver(),
-            features: self.check.features,
-            checksum_seed: self.check.checksum_seed,
-        };
+        let stamp = self.node_stamp(&cp);
         self.nm
-            .write_nodes(&w.space, stamp, self.nm.dirty_nodes())?;
+            .write_nodes(&w.space, stamp, self.nm.dirty_nodes(), NodeMarks::None)?;
         let mut space = w.space.lock();
         space.advance_full_logs()?;
         space.write_pending_ssa(&self.dev)?;
@@ -998,6 +1038,7 @@ impl Fs {
         self.counters.add(FsCounter::CheckpointsWritten as usize, 1);
         space.commit_checkpoint();
         self.nm.commit_checkpoint(nat);
+        w.need_checkpoint.store(false, Ordering::Relaxed);
         *w.last_checkpoint.lock() = w.clock.since_mount();
         Ok(())
     }
@@ -1014,9 +1055,98 @@ impl Fs {
         Ok(())
     }
 
-    /// fsync: makes the file's data and metadata durable (by a checkpoint).
-    pub fn fsync(&self, _ino: u32) -> Result<()> {
-        self.checkpoint()
+    /// fsync and fdatasync, as the kernel's f2fs_do_sync_file does them
+    /// (fsync_mode=posix): a regular file's dirty nodes go to the warm node
+    /// log as an fsync chain that recovery replays after a crash, and the
+    /// device is flushed; a checkpoint is written only where roll-forward
+    /// could not restore the file (`checkpoint_reason`).
+    pub fn fsync(&self, ino: u32) -> Result<()> {
+        // Cleaning first when space is low, as before any write: the chain
+        // needs room in the warm node log.
+        self.ensure_space()?;
+        let w = self.healthy_writer()?;
+        let reason = {
+            let _op = w.op_lock.read();
+            // Namespace changes also touch the inode; no other fsync may
+            // interleave its nodes with this chain.
+            let _ns = w.ns_lock.lock();
+            let lock = self.inode_lock(ino);
+            let _guard = lock.write();
+            let inode = self.inode(ino)?;
+            let reason = self.checkpoint_reason(w, &inode);
+            if reason.is_none() {
+                if let Err(e) = self.write_fsync_chain(w, ino) {
+                    w.failed.store(true, Ordering::Relaxed);
+                    return Err(e);
+                }
+            } else {
+                self.fix_lost_pino(&inode)?;
+            }
+            reason
+        };
+        match reason {
+            Some(_) => self.checkpoint(),
+            None => Ok(()),
+        }
+    }
+
+    /// Why an fsync of `inode` must checkpoint (the kernel's
+    /// need_do_checkpoint in its order), or None if its chain suffices.
+    fn checkpoint_reason(&self, w: &Writer, inode: &InodeInfo) -> Option<&'static str> {
+        let pino = inode.inode().i_pino.get();
+        if inode.kind != FileKind::Regular {
+            Some("not a regular file")
+        } else if inode.links != 1 {
+            Some("not exactly one link")
+        } else if w.need_checkpoint.load(Ordering::Relaxed) {
+            Some("a change roll-forward cannot replay")
+        } else if inode.advise & fadvise::LOST_PINO != 0 {
+            Some("parent directory unknown")
+        } else if !w.space.lock().space_for_roll_forward() {
+            Some("no space for roll-forward")
+        } else if !self.nm.is_checkpointed(pino) {
+            Some("parent directory not checkpointed")
+        } else {
+            None
+        }
+    }
+
+    /// Writes the fsync chain of `ino`: data first made durable, then its
+    /// nodes (the last one FSYNC-marked, DENT too for a new inode), then a
+    /// flush. Nothing dirty: only the flush.
+    fn write_fsync_chain(&self, w: &Writer, ino: u32) -> Result<()> {
+        let Some(nodes) = self.nm.fsync_nodes_of(ino)? else {
+            return self.dev.flush();
+        };
+        let dent = self.nm.needs_dentry_mark(ino);
+        // A node must never reach the disk before the data it points at.
+        self.dev.flush()?;
+        let stamp = self.node_stamp(&self.cp.read());
+        self.nm
+            .write_nodes(&w.space, stamp, nodes, NodeMarks::Fsync { dent })?;
+        self.dev.flush()
+    }
+
+    /// Clears LOST_PINO when the inode's one name is again the one its
+    /// `i_pino` and `i_name` record (the kernel's try_to_fix_pino), so its
+    /// next fsync can roll forward.
+    fn fix_lost_pino(&self, inode: &InodeInfo) -> Result<()> {
+        let raw = inode.inode();
+        if inode.advise & fadvise::LOST_PINO == 0 || inode.links != 1 {
+            return Ok(());
+        }
+        let name = &raw.i_name[..(raw.i_namelen.get() as usize).min(F2FS_NAME_LEN)];
+        let named = match self.lookup(raw.i_pino.get(), name) {
+            Ok(entry) => entry.ino == inode.ino,
+            Err(Error::Errno { .. }) => false,
+            Err(e) => return Err(e),
+        };
+        if named {
+            self.ctx().update_inode(inode.ino, |raw| {
+                raw.i_advise &= !fadvise::LOST_PINO;
+            })?;
+        }
+        Ok(())
     }
 
     /// Notes that `ino` is open (unlinking it then keeps it until `release`).
@@ -1615,6 +1745,11 @@ impl Fs {
         t: Timestamp,
     ) -> Result<()> {
         ctx.update_inode(ino, |raw| {
+            // As the kernel: a renamed file's fsync checkpoints until its
+            // parent is confirmed (fix_lost_pino).
+            if raw.i_mode.get() & mode::S_IFMT != mode::S_IFDIR {
+                raw.i_advise |= fadvise::LOST_PINO;
+            }
             raw.i_pino.set(parent);
             raw.i_namelen.set(name.len() as u32);
             raw.i_name = [0; F2FS_NAME_LEN];
@@ -1802,12 +1937,7 @@ impl Fs {
         if let Some(kind) = AclKind::of_xattr(name) {
             return self.set_acl(ino, kind, value, true);
         }
-        self.mutate(|ctx| {
-            let lock = self.inode_lock(ino);
-            let _guard = lock.write();
-            deny_if_locked(&ctx.inode(ino)?, "changing xattrs")?;
-            xattr::set_xattr(ctx, ino, name, Some(value), mode)
-        })
+        self.change_xattr(ino, name, Some(value), mode)
     }
 
     /// Sets a POSIX ACL (in the user-space xattr format). An access ACL
@@ -1857,11 +1987,25 @@ impl Fs {
     }
 
     pub fn remove_xattr(&self, ino: u32, name: &[u8]) -> Result<()> {
+        self.change_xattr(ino, name, None, SetMode::Replace)
+    }
+
+    fn change_xattr(
+        &self,
+        ino: u32,
+        name: &[u8],
+        value: Option<&[u8]>,
+        mode: SetMode,
+    ) -> Result<()> {
         self.mutate(|ctx| {
             let lock = self.inode_lock(ino);
             let _guard = lock.write();
             deny_if_locked(&ctx.inode(ino)?, "changing xattrs")?;
-            xattr::set_xattr(ctx, ino, name, None, SetMode::Replace)
+            xattr::set_xattr(ctx, ino, name, value, mode)?;
+            if ctx.inode(ino)?.kind == FileKind::Directory {
+                self.writer().need_checkpoint.store(true, Ordering::Relaxed);
+            }
+            Ok(())
         })
     }
 }

@@ -3,8 +3,8 @@
 //!
 //! `stats` < `device` < `superblock` < `checkpoint` < `segment` < `node`
 //! < `inode` < `flags` < `inline` < `data` < `xattr` < `acl` < `dir` < `gc`
-//! < `tunables` < `commit` < `report` < `fs` (the facade), with `mkfs`
-//! beside `fs` using only the device and the layout crate.
+//! < `tunables` < `commit` < `recovery` < `report` < `fs` (the facade), with
+//! `mkfs` beside `fs` using only the device and the layout crate.
 
 pub mod acl;
 pub mod checkpoint;
@@ -21,6 +21,7 @@ pub mod inline;
 pub mod inode;
 pub mod mkfs;
 pub mod node;
+pub mod recovery;
 pub mod report;
 pub mod segment;
 pub mod stats;

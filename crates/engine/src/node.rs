@@ -18,7 +18,7 @@ use f2fuse_layout::segment::{nat_block_addr, NatBlock, NatEntry};
 use f2fuse_layout::superblock::SuperBlock;
 use f2fuse_layout::*;
 use parking_lot::{Mutex, RwLock};
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 use zerocopy::FromBytes;
 
@@ -63,6 +63,11 @@ struct NatState {
     free: BTreeSet<u32>,
     /// Nids freed since the last checkpoint: reusable only after it commits.
     freed_since_checkpoint: Vec<u32>,
+    /// Nids given a new node or freed since the last checkpoint (the
+    /// kernel's nat entries without IS_CHECKPOINTED).
+    created_since_checkpoint: HashSet<u32>,
+    /// Inodes written by an fsync since the last checkpoint (HAS_FSYNCED_INODE).
+    fsynced_inodes: HashSet<u32>,
     /// Next NAT block to scan for free nids.
     scan_block: u32,
     scanned_blocks: u32,
@@ -123,6 +128,8 @@ impl NodeManager {
                 blocks: HashMap::new(),
                 free: BTreeSet::new(),
                 freed_since_checkpoint: Vec::new(),
+                created_since_checkpoint: HashSet::new(),
+                fsynced_inodes: HashSet::new(),
                 scan_block: (hint / NAT_ENTRY_PER_BLOCK).min(nat_blocks_per_copy.saturating_sub(1)),
                 scanned_blocks: 0,
             }),
@@ -326,6 +333,7 @@ impl NodeManager {
             footer.set_ofs_and_cold(ofs, cold);
         }
         self.set_nat(nid, NatEntry::new(old.version, ino, NEW_ADDR));
+        self.nat.write().created_since_checkpoint.insert(nid);
         self.dirty_nodes.lock().insert(nid, block);
         Ok(())
     }
@@ -340,7 +348,11 @@ impl NodeManager {
             nid,
             NatEntry::new(old.version.wrapping_add(1), old.ino.get(), NULL_ADDR),
         );
-        self.nat.write().freed_since_checkpoint.push(nid);
+        {
+            let mut nat = self.nat.write();
+            nat.freed_since_checkpoint.push(nid);
+            nat.created_since_checkpoint.insert(nid);
+        }
         Ok((addr != NULL_ADDR && addr != NEW_ADDR).then_some(addr))
     }
 
@@ -349,6 +361,53 @@ impl NodeManager {
         let old = self.nat_entry(nid)?;
         self.set_nat(nid, NatEntry::new(old.version, old.ino.get(), blkaddr));
         Ok(())
+    }
+
+    /// Whether `nid`'s node is as the last checkpoint recorded it (not
+    /// created or freed since; rewriting it elsewhere does not count).
+    pub fn is_checkpointed(&self, nid: u32) -> bool {
+        !self.nat.read().created_since_checkpoint.contains(&nid)
+    }
+
+    /// Whether an fsync of `ino` must ask recovery to add its directory
+    /// entry: the inode is new since the checkpoint and no fsync wrote it yet
+    /// (the kernel's f2fs_need_dentry_mark).
+    pub fn needs_dentry_mark(&self, ino: u32) -> bool {
+        let nat = self.nat.read();
+        nat.created_since_checkpoint.contains(&ino) && !nat.fsynced_inodes.contains(&ino)
+    }
+
+    /// What an fsync of `ino` writes: its dirty direct nodes (and xattr
+    /// node) in nid order, then its inode block, dirty or not, last (it
+    /// carries the marks). None when none of them is dirty.
+    pub fn fsync_nodes_of(&self, ino: u32) -> Result<Option<Vec<(u32, Block)>>> {
+        let (mut nodes, inode_dirty) = {
+            let dirty = self.dirty_nodes.lock();
+            let nodes: Vec<(u32, Block)> = dirty
+                .iter()
+                .filter(|(nid, block)| {
+                    let footer = footer_of(block);
+                    **nid != ino
+                        && footer.ino.get() == ino
+                        && (is_dnode_offset(footer.ofs()) || footer.ofs() == XATTR_NODE_OFFSET)
+                })
+                .map(|(nid, block)| (*nid, block.clone()))
+                .collect();
+            (nodes, dirty.contains_key(&ino))
+        };
+        if nodes.is_empty() && !inode_dirty {
+            return Ok(None);
+        }
+        nodes.sort_by_key(|(nid, _)| *nid);
+        let inode = self.read_node(
+            ino,
+            NodeExpect {
+                ino: Some(ino),
+                ofs: Some(0),
+            },
+        )?;
+        nodes.push((ino, inode));
+        Ok(Some(nodes))
     }
 
     pub fn dirty_node_count(&self) -> usize {
@@ -479,6 +538,8 @@ impl NodeManager {
             nat.blocks.insert(index, block);
         }
         nat.dirty.clear();
+        nat.created_since_checkpoint.clear();
+        nat.fsynced_inodes.clear();
         let freed = std::mem::take(&mut nat.freed_since_checkpoint);
         nat.free.extend(freed);
     }
@@ -538,6 +599,18 @@ pub fn node_log(block: &[u8]) -> CursegType {
     }
 }
 
+/// The roll-forward marks a node write carries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NodeMarks {
+    /// Checkpoint and cleaning writes: none (old marks are cleared).
+    None,
+    /// An fsync: FSYNC on the last node only, so recovery replays an fsync
+    /// whole or not at all (the kernel's marking for atomic writes; its
+    /// posix mode marks every node, which lets a cut-short fsync replay in
+    /// part); DENT on it too when `dent` (it is then the inode block).
+    Fsync { dent: bool },
+}
+
 /// How node footers are stamped when written.
 #[derive(Debug, Clone, Copy)]
 pub struct NodeStamp {
@@ -556,18 +629,22 @@ impl NodeManager {
         space: &Mutex<SegmentManager>,
         stamp: NodeStamp,
         nodes: Vec<(u32, Block)>,
+        marks: NodeMarks,
     ) -> Result<()> {
         let mut placed: Vec<(u32, u32, Block)> = Vec::with_capacity(nodes.len());
-        for (nid, mut block) in nodes {
+        let count = nodes.len();
+        for (i, (nid, mut block)) in nodes.into_iter().enumerate() {
             let log = node_log(&block);
             let addr = {
                 let mut sm = space.lock();
                 let addr = sm.allocate(log, Summary::new(nid, 0, 0))?;
-                let cs = &sm.cursegs[log as usize];
-                let next = sm.blkaddr_of(cs.segno, cs.next_blkoff as u32);
                 let footer = footer_of_mut(&mut block);
                 footer.cp_ver.set(stamp.cp_ver);
-                footer.next_blkaddr.set(next);
+                footer.next_blkaddr.set(sm.next_blkaddr(log));
+                match marks {
+                    NodeMarks::Fsync { dent } if i + 1 == count => footer.set_marks(true, dent),
+                    _ => footer.set_marks(false, false),
+                }
                 addr
             };
             if footer_of(&block).ofs() == 0 {
@@ -592,6 +669,14 @@ impl NodeManager {
             i = j;
         }
         // Only now that the blocks are written may readers reach them through the NAT.
+        if marks != NodeMarks::None {
+            let mut nat = self.nat.write();
+            for (_, nid, block) in &placed {
+                if footer_of(block).ofs() == 0 {
+                    nat.fsynced_inodes.insert(*nid);
+                }
+            }
+        }
         for (addr, nid, _) in placed {
             let old = self.nat_entry(nid)?.block_addr.get();
             self.set_node_addr(nid, addr)?;

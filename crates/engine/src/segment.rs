@@ -178,6 +178,23 @@ impl SegInfo {
         !bitmap::test_bit_msb(&self.valid_map, blkoff)
             && !bitmap::test_bit_msb(&self.ckpt_valid_map, blkoff)
     }
+
+    /// Marks a block valid. Like the kernel, it also counts as valid in the
+    /// last checkpoint from now on, so it is not handed out again before the
+    /// next checkpoint even if invalidated: an fsync chain may point at it.
+    fn mark_valid(&mut self, blkoff: usize, now: u64) {
+        bitmap::set_bit_msb(&mut self.valid_map, blkoff, true);
+        if !bitmap::test_bit_msb(&self.ckpt_valid_map, blkoff) {
+            bitmap::set_bit_msb(&mut self.ckpt_valid_map, blkoff, true);
+            self.ckpt_valid += 1;
+        }
+        self.mtime = if self.mtime == 0 {
+            now
+        } else {
+            (self.mtime * self.valid as u64 + now) / (self.valid as u64 + 1)
+        };
+        self.valid += 1;
+    }
 }
 
 /// One of the six logs.
@@ -241,6 +258,10 @@ pub struct SegmentManager {
     /// The section the cleaner is emptying: SSR must not refill it (the
     /// kernel's cur_victim_sec).
     pub gc_victim_section: Option<u32>,
+    /// `valid_blocks` at the last checkpoint, and the blocks reserved since:
+    /// roll-forward needs both to fit (the kernel's space_for_roll_forward).
+    checkpoint_valid_blocks: u64,
+    reserved_since_checkpoint: u64,
 }
 
 use f2fuse_layout::segment::{Summary, SummaryBlock, SUM_TYPE_DATA, SUM_TYPE_NODE};
@@ -316,6 +337,8 @@ impl SegmentManager {
             user_blocks: cp.cp.user_block_count.get(),
             ssr_below_sections: 0,
             gc_victim_section: None,
+            checkpoint_valid_blocks: cp.cp.valid_block_count.get(),
+            reserved_since_checkpoint: 0,
         };
         // The SIT type of a current segment must be its log type (fsck checks it).
         for log in CursegType::ALL {
@@ -505,13 +528,7 @@ impl SegmentManager {
                 }
             }
             if off >= BLOCKS_PER_SEG as usize {
-                // Node logs stay LFS: fsync chains follow them block by block.
-                let ssr = !log.is_node()
-                    && self.free_sections() <= self.ssr_below_sections
-                    && self.switch_to_ssr(log)?;
-                if !ssr {
-                    self.open_new_segment(log)?;
-                }
+                self.move_to_next_segment(log)?;
                 continue;
             }
             let segno = cs.segno;
@@ -522,21 +539,119 @@ impl SegmentManager {
             cs.next_blkoff = off as u16 + 1;
             let seg = &mut self.segs[segno as usize];
             debug_assert!(seg.slot_free(off) || !ssr && !bitmap::test_bit_msb(&seg.valid_map, off));
-            bitmap::set_bit_msb(&mut seg.valid_map, off, true);
-            seg.mtime = if seg.mtime == 0 {
-                now
-            } else {
-                (seg.mtime * seg.valid as u64 + now) / (seg.valid as u64 + 1)
-            };
-            seg.valid += 1;
+            seg.mark_valid(off, now);
             self.dirty_sit.insert(segno);
             if ssr {
                 self.stats.ssr_blocks[log as usize] += 1;
             } else {
                 self.stats.lfs_blocks[log as usize] += 1;
             }
+            self.prepare_next_block(log);
             return Ok(self.blkaddr_of(segno, off as u32));
         }
+    }
+
+    /// Moves a log on to the slot it will write next, opening a new segment
+    /// when the current one has none left, as the kernel does right after
+    /// each allocation: a node footer's `next_blkaddr` must name the block
+    /// the log really writes next, or an fsync chain breaks there. With no
+    /// free segment the log stays full; its next allocation reports ENOSPC.
+    fn prepare_next_block(&mut self, log: CursegType) {
+        let cs = &self.cursegs[log as usize];
+        let seg = &self.segs[cs.segno as usize];
+        let mut off = cs.next_blkoff as usize;
+        if cs.alloc_type == checkpoint_ssr() {
+            while off < BLOCKS_PER_SEG as usize && !seg.slot_free(off) {
+                off += 1;
+            }
+        }
+        self.cursegs[log as usize].next_blkoff = off as u16;
+        if off >= BLOCKS_PER_SEG as usize {
+            // ENOSPC here is reported by the next allocation instead.
+            let _ = self.move_to_next_segment(log);
+        }
+    }
+
+    /// Moves a full log on: data logs fill the holes of a dirty segment (SSR)
+    /// once free sections run low (the kernel's need_SSR), else a free
+    /// segment is opened (LFS). Node logs stay LFS: fsync chains follow them
+    /// block by block.
+    fn move_to_next_segment(&mut self, log: CursegType) -> Result<()> {
+        let ssr = !log.is_node()
+            && self.free_sections() <= self.ssr_below_sections
+            && self.switch_to_ssr(log)?;
+        if !ssr {
+            self.open_new_segment(log)?;
+        }
+        Ok(())
+    }
+
+    /// The block a log writes next (what node footers record as `next_blkaddr`).
+    pub fn next_blkaddr(&self, log: CursegType) -> u32 {
+        let cs = &self.cursegs[log as usize];
+        self.blkaddr_of(cs.segno, cs.next_blkoff as u32)
+    }
+
+    /// Roll-forward recovery: makes `blkaddr`, a data block an fsynced node
+    /// points at (written after the checkpoint, so free in it), valid and
+    /// owned by `owner`. Its segment keeps its type if it is a current data
+    /// log's, else becomes warm data as in the kernel's replace_block.
+    pub fn claim_data_block(&mut self, blkaddr: u32, owner: Summary) -> Result<()> {
+        let segno = self.segno_of(blkaddr);
+        let off = ((blkaddr - self.main_blkaddr) % BLOCKS_PER_SEG) as usize;
+        let seg = &self.segs[segno as usize];
+        let corrupt = |detail: String| -> crate::error::Error {
+            Corrupt::new("fsync chain", detail)
+                .at(format!("data blkaddr {blkaddr}"))
+                .into()
+        };
+        // Checkpoint-valid is fine: a block a file moved (replayed earlier
+        // from its old slot) is in the checkpoint but free now.
+        if bitmap::test_bit_msb(&seg.valid_map, off) {
+            return Err(corrupt("points at a block already in use".into()));
+        }
+        let seg_is_node = CursegType::from_u8(seg.seg_type).is_some_and(|t| t.is_node());
+        if let Some(log) = CursegType::ALL
+            .into_iter()
+            .find(|&log| self.cursegs[log as usize].segno == segno)
+        {
+            if log.is_node() {
+                return Err(corrupt(format!("in the current {} segment", log.name())));
+            }
+            self.cursegs[log as usize].sums[off] = owner;
+        } else {
+            if seg.valid > 0 && seg_is_node {
+                return Err(corrupt(format!("in node segment {segno}")));
+            }
+            let mut block = SummaryBlock::new_zeroed();
+            block.entries.copy_from_slice(&self.read_summaries(segno)?);
+            block.entries[off] = owner;
+            block.footer.entry_type = SUM_TYPE_DATA;
+            self.pending_ssa.retain(|(s, _)| *s != segno);
+            self.pending_ssa.push((segno, Box::new(block)));
+            self.segs[segno as usize].seg_type = CursegType::WarmData as u8;
+        }
+        let now = self.elapsed_now();
+        self.segs[segno as usize].mark_valid(off, now);
+        self.dirty_sit.insert(segno);
+        Ok(())
+    }
+
+    /// After roll-forward recovery: data logs move to new segments, since
+    /// the blocks recovery claimed may lie past where they would write next
+    /// (the kernel's f2fs_allocate_new_segments at the end of recover_data).
+    pub fn reopen_data_logs(&mut self) -> Result<()> {
+        for log in [
+            CursegType::HotData,
+            CursegType::WarmData,
+            CursegType::ColdData,
+        ] {
+            let cs = &self.cursegs[log as usize];
+            if cs.next_blkoff > 0 || self.segs[cs.segno as usize].valid > 0 {
+                self.open_new_segment(log)?;
+            }
+        }
+        Ok(())
     }
 
     /// Marks a block invalid (its content was rewritten elsewhere or freed).
@@ -553,6 +668,12 @@ impl SegmentManager {
             seg.valid -= 1;
             self.dirty_sit.insert(segno);
         }
+    }
+
+    /// The owner the SSA (or a log's summary) records for a block.
+    pub fn owner_of(&self, blkaddr: u32) -> Result<Summary> {
+        let off = ((blkaddr - self.main_blkaddr) % BLOCKS_PER_SEG) as usize;
+        Ok(self.read_summaries(self.segno_of(blkaddr))?[off])
     }
 
     pub fn is_valid(&self, blkaddr: u32) -> bool {
@@ -630,7 +751,15 @@ impl SegmentManager {
             return Err(crate::error::Error::errno(libc::ENOSPC, "no space left"));
         }
         self.valid_blocks += blocks;
+        self.reserved_since_checkpoint += blocks;
         Ok(())
+    }
+
+    /// Whether what was valid at the last checkpoint plus everything reserved
+    /// since fits: otherwise recovery could run out of space replaying an
+    /// fsync chain, and fsync must checkpoint instead.
+    pub fn space_for_roll_forward(&self) -> bool {
+        self.checkpoint_valid_blocks + self.reserved_since_checkpoint <= self.user_blocks
     }
 
     pub fn release_blocks(&mut self, blocks: u64) {
@@ -653,6 +782,8 @@ impl SegmentManager {
 
     /// After a checkpoint commits: what it recorded is now the checkpointed state.
     pub fn commit_checkpoint(&mut self) {
+        self.checkpoint_valid_blocks = self.valid_blocks;
+        self.reserved_since_checkpoint = 0;
         for segno in std::mem::take(&mut self.dirty_sit) {
             let seg = &mut self.segs[segno as usize];
             seg.ckpt_valid_map = seg.valid_map;

@@ -140,28 +140,11 @@ fn store_xattrs(ctx: &Ctx, inode: &InodeInfo, entries: &[XattrEntry]) -> Result<
     let ino = inode.ino;
     let features = ctx.check.features;
     // Allocate the xattr node before changing anything: it may fail.
-    let mut xnid = inode.xattr_nid;
-    if use_node && xnid == 0 {
-        ctx.space.lock().reserve_blocks(1)?;
-        xnid = match ctx.nm.alloc_nid() {
-            Ok(nid) => nid,
-            Err(e) => {
-                ctx.space.lock().release_blocks(1);
-                return Err(e);
-            }
-        };
-        ctx.nm.new_node(
-            xnid,
-            ino,
-            XATTR_NODE_OFFSET,
-            inode.kind != crate::inode::FileKind::Directory,
-        )?;
-        ctx.space.lock().valid_nodes += 1;
-        ctx.update_inode(ino, |raw| {
-            raw.i_xattr_nid.set(xnid);
-            raw.i_blocks.set(raw.i_blocks.get() + 1);
-        })?;
-    }
+    let xnid = if use_node {
+        ensure_xattr_node(ctx, inode)?
+    } else {
+        inode.xattr_nid
+    };
     if inline_bytes > 0 {
         ctx.nm.update_node(
             ino,
@@ -188,6 +171,33 @@ fn store_xattrs(ctx: &Ctx, inode: &InodeInfo, entries: &[XattrEntry]) -> Result<
         free_xattr_node(ctx, ino, xnid)?;
     }
     Ok(())
+}
+
+/// The xattr node of `inode`, allocated (empty) if it has none.
+pub fn ensure_xattr_node(ctx: &Ctx, inode: &InodeInfo) -> Result<u32> {
+    if inode.xattr_nid != 0 {
+        return Ok(inode.xattr_nid);
+    }
+    ctx.space.lock().reserve_blocks(1)?;
+    let xnid = match ctx.nm.alloc_nid() {
+        Ok(nid) => nid,
+        Err(e) => {
+            ctx.space.lock().release_blocks(1);
+            return Err(e);
+        }
+    };
+    ctx.nm.new_node(
+        xnid,
+        inode.ino,
+        XATTR_NODE_OFFSET,
+        inode.kind != crate::inode::FileKind::Directory,
+    )?;
+    ctx.space.lock().valid_nodes += 1;
+    ctx.update_inode(inode.ino, |raw| {
+        raw.i_xattr_nid.set(xnid);
+        raw.i_blocks.set(raw.i_blocks.get() + 1);
+    })?;
+    Ok(xnid)
 }
 
 /// Frees the xattr node of inode `ino`.

@@ -1,18 +1,22 @@
-//! Power cuts at any write: a workload runs on a recording device; for a
-//! dense sample of cut points the image is rebuilt with unflushed writes
-//! kept in order, or lost and reordered at random. Every rebuilt image must
-//! open, equal exactly the state of the last checkpoint whose trailing
-//! header survived (nothing from before it lost), and pass fsck.f2fs before
-//! and after a writable mount.
+//! Power cuts at any write: a workload of creates, writes, renames,
+//! unlinks, fsyncs and checkpoints runs on a recording device; for a dense
+//! sample of cut points the image is rebuilt with unflushed writes kept in
+//! order, or lost and reordered at random. fsck.f2fs must accept the cut
+//! image as it is (it walks fsync chains itself) and after our writable
+//! open has replayed the chain; the recovered state must be exactly the
+//! last checkpoint whose trailing header survived (nothing before it lost)
+//! plus every fsync that finished before the cut (an fsync cut short may
+//! count or not, but only whole).
 
 mod support;
 
 use f2fuse_engine::device::{Device, IoKind, MemDevice, SimDevice, SimEvent};
 use f2fuse_engine::fs::RenameFlags;
 use f2fuse_engine::mkfs::{format, MkfsOptions};
+use f2fuse_engine::xattr::SetMode;
 use f2fuse_engine::{FileKind, Fs};
 use f2fuse_layout::F2FS_ROOT_INO as ROOT;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use support::{fsck_f2fs, require_f2fs_tools, Scratch};
 
@@ -38,14 +42,61 @@ impl Rng {
 /// Path -> file contents (None for a directory).
 type Model = BTreeMap<String, Option<Vec<u8>>>;
 
+/// What the file system holds: the tree, and the inode of each file path.
+#[derive(Clone, Default, PartialEq, Debug)]
+struct State {
+    model: Model,
+    inos: BTreeMap<String, u32>,
+}
+
 /// A committed checkpoint: the index of its trailing header write and the state it holds.
 struct Snapshot {
     trailer: usize,
-    model: Model,
+    state: State,
+}
+
+/// A file state an fsync wrote as a chain (no checkpoint).
+#[derive(Clone)]
+struct FsyncEffect {
+    /// The fsync's first event and its final flush: durable once the flush is before the cut.
+    started: usize,
+    flushed: usize,
+    ino: u32,
+    /// A new inode's first fsync since the checkpoint: recovery adds this entry (DENT).
+    dent_path: Option<String>,
+    content: Vec<u8>,
+}
+
+impl FsyncEffect {
+    fn apply(&self, state: &mut State) {
+        match &self.dent_path {
+            Some(path) => {
+                state.model.insert(path.clone(), Some(self.content.clone()));
+                state.inos.insert(path.clone(), self.ino);
+            }
+            None => {
+                for (path, ino) in &state.inos {
+                    if *ino == self.ino {
+                        state.model.insert(path.clone(), Some(self.content.clone()));
+                    }
+                }
+            }
+        }
+    }
+}
+
+struct Run {
+    sim: Arc<SimDevice>,
+    snapshots: Vec<Snapshot>,
+    effects: Vec<FsyncEffect>,
 }
 
 fn fresh_image() -> Vec<u8> {
-    let dev = Device::new(Box::new(MemDevice::new(SIZE)));
+    fresh_image_of(SIZE)
+}
+
+fn fresh_image_of(size: u64) -> Vec<u8> {
+    let dev = Device::new(Box::new(MemDevice::new(size)));
     let opts = MkfsOptions {
         timestamp: Some(1),
         uuid: Some([9; 16]),
@@ -53,7 +104,7 @@ fn fresh_image() -> Vec<u8> {
         ..MkfsOptions::default()
     };
     format(&dev, &opts, true).unwrap();
-    let mut bytes = vec![0u8; SIZE as usize];
+    let mut bytes = vec![0u8; size as usize];
     dev.read_blocks(IoKind::Meta, 0, &mut bytes).unwrap();
     bytes
 }
@@ -67,32 +118,34 @@ fn parent_and_name(path: &str) -> (&str, &str) {
     (if at == 0 { "/" } else { &path[..at] }, &path[at + 1..])
 }
 
-/// Runs the workload; returns the device and the committed snapshots.
-fn run_workload(seed: u64, ops: usize) -> (Arc<SimDevice>, Vec<Snapshot>) {
+/// Runs the workload on a fresh image: `ops` random operations, a tenth of
+/// them fsyncs of a file and a twelfth checkpoints (or directory fsyncs).
+fn run_workload(seed: u64, ops: usize) -> Run {
     let sim = Arc::new(SimDevice::new(fresh_image()));
     let fs = Fs::open_writable(Box::new(sim.clone())).unwrap();
     fs.set_tunable("cp_interval", 3600).unwrap();
     let mut rng = Rng(seed);
-    let mut model: Model = BTreeMap::new();
+    let mut state = State::default();
     let mut snapshots = Vec::new();
+    let mut effects = Vec::new();
+    // Inodes in the last checkpoint, and those fsynced since (DENT only on the first).
+    let mut checkpointed: BTreeSet<u32> = BTreeSet::new();
+    let mut fsynced: BTreeSet<u32> = BTreeSet::new();
     let dirs = ["/", "/d1", "/d2"];
     for d in &dirs[1..] {
         fs.mkdir(ROOT, &d.as_bytes()[1..], 0o755, 0, 0).unwrap();
-        model.insert(d.to_string(), None);
+        state.model.insert(d.to_string(), None);
     }
     for step in 0..ops {
         let before_events = sim.event_count();
-        let before_model = model.clone();
-        let files: Vec<String> = model
-            .iter()
-            .filter(|(_, v)| v.is_some())
-            .map(|(k, _)| k.clone())
-            .collect();
-        match rng.below(10) {
+        let before = state.clone();
+        let files: Vec<String> = state.inos.keys().cloned().collect();
+        let mut fsync_of = None;
+        match rng.below(12) {
             0..=2 => {
                 let dir = dirs[rng.below(3) as usize];
                 let path = format!("{}/f{}", dir.trim_end_matches('/'), rng.below(40));
-                if model.contains_key(&path) {
+                if state.model.contains_key(&path) {
                     continue;
                 }
                 let (parent, name) = parent_and_name(&path);
@@ -102,15 +155,16 @@ fn run_workload(seed: u64, ops: usize) -> (Arc<SimDevice>, Vec<Snapshot>) {
                 let len = [0usize, 100, 3000, 5000, 70_000][rng.below(5) as usize];
                 let data: Vec<u8> = (0..len).map(|_| rng.next() as u8).collect();
                 fs.write(f.ino, 0, &data).unwrap();
-                model.insert(path, Some(data));
+                state.model.insert(path.clone(), Some(data));
+                state.inos.insert(path, f.ino);
             }
             3..=5 if !files.is_empty() => {
                 let path = &files[rng.below(files.len() as u64) as usize];
-                let content = model.get_mut(path).unwrap().as_mut().unwrap();
+                let content = state.model.get_mut(path).unwrap().as_mut().unwrap();
                 let offset = rng.below(content.len() as u64 + 8192) as usize;
                 let len = 1 + rng.below(20_000) as usize;
                 let data: Vec<u8> = (0..len).map(|_| rng.next() as u8).collect();
-                fs.write(ino_of(&fs, path), offset as u64, &data).unwrap();
+                fs.write(state.inos[path], offset as u64, &data).unwrap();
                 if content.len() < offset + len {
                     content.resize(offset + len, 0);
                 }
@@ -120,13 +174,14 @@ fn run_workload(seed: u64, ops: usize) -> (Arc<SimDevice>, Vec<Snapshot>) {
                 let path = files[rng.below(files.len() as u64) as usize].clone();
                 let (parent, name) = parent_and_name(&path);
                 fs.unlink(ino_of(&fs, parent), name.as_bytes()).unwrap();
-                model.remove(&path);
+                state.model.remove(&path);
+                state.inos.remove(&path);
             }
             7 if !files.is_empty() => {
                 let from = files[rng.below(files.len() as u64) as usize].clone();
                 let dir = dirs[rng.below(3) as usize];
                 let to = format!("{}/r{}", dir.trim_end_matches('/'), rng.below(40));
-                if model.get(&to).is_some_and(|v| v.is_none()) || from == to {
+                if state.model.get(&to).is_some_and(|v| v.is_none()) || from == to {
                     continue;
                 }
                 let (fp, fname) = parent_and_name(&from);
@@ -139,8 +194,16 @@ fn run_workload(seed: u64, ops: usize) -> (Arc<SimDevice>, Vec<Snapshot>) {
                     RenameFlags::default(),
                 )
                 .unwrap();
-                let content = model.remove(&from).unwrap();
-                model.insert(to, content);
+                let content = state.model.remove(&from).unwrap();
+                let ino = state.inos.remove(&from).unwrap();
+                state.model.insert(to.clone(), content);
+                state.inos.insert(to, ino);
+            }
+            8..=9 if !files.is_empty() => {
+                let path = files[rng.below(files.len() as u64) as usize].clone();
+                let ino = state.inos[&path];
+                fs.fsync(ino).unwrap();
+                fsync_of = Some((path, ino));
             }
             _ => {
                 if step % 3 == 0 {
@@ -150,22 +213,45 @@ fn run_workload(seed: u64, ops: usize) -> (Arc<SimDevice>, Vec<Snapshot>) {
                 }
             }
         }
-        // A checkpoint during this step (explicit, or by cleaning before the
-        // operation ran) holds the state from before the step: its trailing
-        // header is the step's last write into the checkpoint area.
+        // Checkpoints during this step (explicit, by cleaning before the
+        // operation, an fsync's; an fsync may clean and then checkpoint)
+        // hold the state from before the step (an fsync changes nothing the
+        // model sees). A trailing header is the one checkpoint-area write
+        // between two flushes.
         let events = sim.events_since(before_events);
-        if let Some(trailer) = events
-            .iter()
-            .rposition(|e| matches!(e, SimEvent::Write { offset, .. } if CP_AREA.contains(offset)))
-        {
+        for trailer in (1..events.len().saturating_sub(1)).filter(|&i| {
+            matches!(events[i], SimEvent::Write { offset, .. } if CP_AREA.contains(&offset))
+                && matches!(events[i - 1], SimEvent::Flush)
+                && matches!(events[i + 1], SimEvent::Flush)
+        }) {
+            checkpointed = before.inos.values().copied().collect();
+            fsynced.clear();
             snapshots.push(Snapshot {
                 trailer: before_events + trailer,
-                model: before_model,
+                state: before.clone(),
+            });
+        }
+        if let Some((path, ino)) = fsync_of {
+            let flush = events
+                .iter()
+                .rposition(|e| matches!(e, SimEvent::Flush))
+                .expect("fsync flushes");
+            let dent = !checkpointed.contains(&ino) && fsynced.insert(ino);
+            effects.push(FsyncEffect {
+                started: before_events,
+                flushed: before_events + flush,
+                ino,
+                dent_path: dent.then_some(path.clone()),
+                content: state.model[&path].clone().unwrap(),
             });
         }
     }
     drop(fs); // A crash: no unmount.
-    (sim, snapshots)
+    Run {
+        sim,
+        snapshots,
+        effects,
+    }
 }
 
 fn scan(fs: &Fs) -> Model {
@@ -191,107 +277,122 @@ fn scan(fs: &Fs) -> Model {
     out
 }
 
-fn expected_trailer(snapshots: &[Snapshot], survived: &dyn Fn(usize) -> bool) -> usize {
-    snapshots
-        .iter()
-        .rev()
-        .find(|s| survived(s.trailer))
-        .map(|s| s.trailer)
-        .unwrap_or(0)
+fn describe_diff(expected: &Model, got: &Model) -> Vec<String> {
+    expected
+        .keys()
+        .chain(got.keys())
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .filter(|k| expected.get(*k) != got.get(*k))
+        .map(|k| {
+            format!(
+                "{k}: expected {:?} got {:?}",
+                expected.get(k).map(|v| v.as_ref().map(|c| c.len())),
+                got.get(k).map(|v| v.as_ref().map(|c| c.len()))
+            )
+        })
+        .collect()
 }
 
-fn check_cuts(seed: u64, ops: usize, samples: usize) {
-    let (sim, snapshots) = run_workload(seed, ops);
+/// Cuts the recorded run: around every checkpoint trailer and every fsync's
+/// final flush (where a cut decides what is durable; up to `dense` of each),
+/// plus `random` cut points anywhere. Each cut is tried with the unflushed
+/// writes kept in order and with a random half of them lost (any order).
+/// fsck.f2fs runs on every `fsck_every`-th cut, before and after recovery.
+fn check_cuts(seed: u64, ops: usize, dense: usize, random: usize, fsck_every: usize) {
+    let Run {
+        sim,
+        snapshots,
+        effects,
+    } = run_workload(seed, ops);
     let mut crash = sim.crash_images();
     let events = crash.events.clone();
     assert!(snapshots.len() >= 3, "the workload must commit checkpoints");
+    assert!(
+        effects.len() >= 10,
+        "the workload must fsync without checkpoints"
+    );
     let scratch = Scratch::new("powercut");
     let img = scratch.join("cut.img");
     let mut rng = Rng(seed ^ 0xdead_beef);
-    // Dense sample: the events around the trailers of up to 40 checkpoints
-    // (where a cut decides which pack is in force), plus random cut points.
-    let step = snapshots.len().div_ceil(40);
-    let mut cuts: Vec<usize> = snapshots
-        .iter()
-        .step_by(step)
-        .flat_map(|s| s.trailer.saturating_sub(1)..(s.trailer + 2).min(events.len() + 1))
-        .collect();
-    while cuts.len() < samples {
+    let around = |points: Vec<usize>| -> Vec<usize> {
+        let step = points.len().div_ceil(dense).max(1);
+        points
+            .into_iter()
+            .step_by(step)
+            .flat_map(|p| p.saturating_sub(1)..(p + 2).min(events.len() + 1))
+            .collect()
+    };
+    let mut cuts = around(snapshots.iter().map(|s| s.trailer).collect());
+    cuts.extend(around(effects.iter().map(|e| e.flushed).collect()));
+    for _ in 0..random {
         cuts.push(rng.below(events.len() as u64 + 1) as usize);
     }
     cuts.sort();
     cuts.dedup();
+    let mut recovered_fsyncs = 0;
     for (n, &cut) in cuts.iter().enumerate() {
         for reorder in [false, true] {
-            let pick = Rng(seed.wrapping_mul(31).wrapping_add(cut as u64));
-            let pick = std::cell::RefCell::new(pick);
-            let decisions: Vec<bool> = (0..cut)
-                .map(|_| !reorder || pick.borrow_mut().below(2) == 0)
-                .collect();
+            let mut pick = Rng(seed.wrapping_mul(31).wrapping_add(cut as u64) | 1);
+            let decisions: Vec<bool> = (0..cut).map(|_| !reorder || pick.below(2) == 0).collect();
             let keep = |i: usize| decisions[i];
             let image = crash.at_cut(cut, keep);
             let last_flush = crash.last_flush_before(cut);
             let survived = |i: usize| i < cut && (last_flush.is_some_and(|f| i < f) || keep(i));
-            let expected = snapshots
+            let base = snapshots.iter().rev().find(|s| survived(s.trailer));
+            let since = |e: &&FsyncEffect| base.is_none_or(|s| e.started > s.trailer);
+            let mut expected = base.map(|s| s.state.clone()).unwrap_or_default();
+            let durable: Vec<&FsyncEffect> = effects
                 .iter()
-                .rev()
-                .find(|s| survived(s.trailer))
-                .map(|s| s.model.clone());
-            let dev = Arc::new(MemDevice::from_bytes(image));
-            let fs = Fs::open(Box::new(dev.clone()))
-                .unwrap_or_else(|e| panic!("cut {cut} reorder {reorder}: open failed: {e}"));
-            let got = scan(&fs);
-            match &expected {
-                Some(model) => {
-                    if got != *model {
-                        let diff: Vec<String> = model
-                            .keys()
-                            .chain(got.keys())
-                            .filter(|k| model.get(*k) != got.get(*k))
-                            .map(|k| {
-                                format!(
-                                    "{k}: expected {:?} got {:?}",
-                                    model.get(k).map(|v| v.as_ref().map(|c| c.len())),
-                                    got.get(k).map(|v| v.as_ref().map(|c| c.len()))
-                                )
-                            })
-                            .collect();
-                        let matching: Vec<(usize, usize)> = snapshots
-                            .iter()
-                            .enumerate()
-                            .filter(|(_, s)| s.model == got)
-                            .map(|(i, s)| (i, s.trailer))
-                            .collect();
-                        panic!(
-                            "cut {cut} reorder {reorder}: state differs from the last durable checkpoint (#{} of {}, trailer {}); it equals snapshots {matching:?}: {diff:?}",
-                            snapshots.iter().rposition(|s| survived(s.trailer)).unwrap(),
-                            snapshots.len(),
-                            expected_trailer(&snapshots, &survived)
-                        );
-                    }
-                }
-                None => assert!(
-                    got.keys().all(|k| k == "/d1" || k == "/d2"),
-                    "cut {cut}: files before any checkpoint"
-                ),
+                .filter(since)
+                .filter(|e| e.flushed < cut)
+                .collect();
+            for e in &durable {
+                e.apply(&mut expected);
             }
-            // fsck.f2fs on the raw cut image and after a writable mount (on a sample: it is slow).
-            if n % 4 == 0 {
-                let image = dev.snapshot();
+            // An fsync the cut fell into counts whole or not at all.
+            let mut alternative = expected.clone();
+            if let Some(e) = effects
+                .iter()
+                .filter(since)
+                .find(|e| e.started < cut && e.flushed >= cut)
+            {
+                e.apply(&mut alternative);
+            }
+            let check_fsck = n % fsck_every == 0;
+            if check_fsck {
                 std::fs::write(&img, &image).unwrap();
                 if let Err(report) = fsck_f2fs(&img) {
                     panic!("cut {cut} reorder {reorder}: fsck.f2fs on the cut image:\n{report}");
                 }
-                let dev = Arc::new(MemDevice::from_bytes(image));
-                let fs = Fs::open_writable(Box::new(dev.clone())).unwrap();
+            }
+            let dev = Arc::new(MemDevice::from_bytes(image));
+            let fs = Fs::open_writable(Box::new(dev.clone()))
+                .unwrap_or_else(|e| panic!("cut {cut} reorder {reorder}: open failed: {e}"));
+            let got = scan(&fs);
+            if got != expected.model && got != alternative.model {
+                panic!(
+                    "seed {seed:#x} cut {cut} reorder {reorder}: state differs from the last durable checkpoint \
+                     (trailer {:?}) plus {} durable fsyncs: {:?}",
+                    base.map(|s| s.trailer),
+                    durable.len(),
+                    describe_diff(&expected.model, &got)
+                );
+            }
+            recovered_fsyncs += durable.len();
+            if check_fsck {
                 fs.unmount().unwrap();
                 std::fs::write(&img, dev.snapshot()).unwrap();
                 if let Err(report) = fsck_f2fs(&img) {
-                    panic!("cut {cut} reorder {reorder}: fsck.f2fs after remount:\n{report}");
+                    panic!("cut {cut} reorder {reorder}: fsck.f2fs after recovery:\n{report}");
                 }
             }
         }
     }
+    assert!(
+        recovered_fsyncs > 0,
+        "no cut kept an fsync beyond a checkpoint"
+    );
 }
 
 #[test]
@@ -299,8 +400,9 @@ fn power_cut_sweep() {
     if !require_f2fs_tools() {
         return;
     }
-    for seed in [1u64, 2, 3] {
-        check_cuts(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15), 800, 160);
+    // 4 x 600 operations; about 80 cuts each, twice (in order, reordered).
+    for seed in [1u64, 2, 3, 4] {
+        check_cuts(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15), 600, 12, 12, 6);
     }
 }
 
@@ -354,4 +456,228 @@ fn eio_turns_read_only_and_keeps_the_image_consistent() {
             Fs::open(Box::new(MemDevice::from_bytes(sim.bytes()))).unwrap();
         }
     }
+}
+
+/// Events written into the checkpoint area from index `from` on.
+fn checkpoint_writes_since(sim: &SimDevice, from: usize) -> usize {
+    sim.events_since(from)
+        .iter()
+        .filter(|e| matches!(e, SimEvent::Write { offset, .. } if CP_AREA.contains(offset)))
+        .count()
+}
+
+fn read_all(fs: &Fs, path: &str) -> Vec<u8> {
+    let inode = fs.resolve(path).unwrap();
+    let mut buf = vec![0u8; inode.size as usize];
+    fs.read(&inode, 0, &mut buf).unwrap();
+    buf
+}
+
+#[test]
+fn fsync_rolls_forward_without_a_checkpoint() {
+    if !require_f2fs_tools() {
+        return;
+    }
+    let scratch = Scratch::new("fsync-rf");
+    let img = scratch.join("crash.img");
+    let sim = Arc::new(SimDevice::new(fresh_image_of(256 << 20)));
+    let fs = Fs::open_writable(Box::new(sim.clone())).unwrap();
+    fs.set_tunable("cp_interval", 3600).unwrap();
+    let d = fs.mkdir(ROOT, b"d", 0o755, 0, 0).unwrap();
+    let old = fs.create(d.ino, b"old", 0o644, 0, 0).unwrap();
+    fs.write(old.ino, 0, &[7u8; 9000]).unwrap();
+    let shrunk = fs.create(ROOT, b"shrunk", 0o644, 0, 0).unwrap();
+    fs.write(shrunk.ino, 0, &vec![3u8; 4_500_000]).unwrap();
+    fs.checkpoint().unwrap();
+    let before = sim.event_count();
+    // Truncation frees a direct node and addresses in the inode.
+    let shrink = f2fuse_engine::fs::SetAttr {
+        size: Some(5000),
+        ..Default::default()
+    };
+    fs.setattr(shrunk.ino, &shrink).unwrap();
+    fs.fsync(shrunk.ino).unwrap();
+    // A new file (DENT), an inline one, a rewritten checkpointed one, a big one.
+    let new = fs.create(d.ino, b"new", 0o600, 5, 6).unwrap();
+    let big: Vec<u8> = (0..5_000_000u32).map(|i| (i * 7 / 3) as u8).collect();
+    fs.write(new.ino, 0, &big).unwrap();
+    fs.fsync(new.ino).unwrap();
+    let small = fs.create(ROOT, b"small", 0o644, 0, 0).unwrap();
+    fs.write(small.ino, 0, b"inline bytes").unwrap();
+    fs.fsync(small.ino).unwrap();
+    fs.write(old.ino, 4096, &[9u8; 100]).unwrap();
+    fs.fsync(old.ino).unwrap();
+    fs.write(new.ino, 100, b"second fsync").unwrap();
+    fs.fsync(new.ino).unwrap();
+    assert_eq!(
+        checkpoint_writes_since(&sim, before),
+        0,
+        "fsync wrote a checkpoint"
+    );
+    // Written but never fsynced: not expected back.
+    fs.write(old.ino, 0, &[1u8; 10]).unwrap();
+    let unsynced = fs.create(ROOT, b"unsynced", 0o644, 0, 0).unwrap();
+    fs.write(unsynced.ino, 0, b"x").unwrap();
+    drop(fs);
+
+    std::fs::write(&img, sim.bytes()).unwrap();
+    // fsck.f2fs walks the chain itself; then our fsck sees the replay.
+    fsck_f2fs(&img).unwrap_or_else(|r| panic!("crashed image:\n{r}"));
+    let mut big2 = big.clone();
+    big2[100..112].copy_from_slice(b"second fsync");
+    let mut old2 = vec![7u8; 9000];
+    old2[4096..4196].fill(9);
+    for writable in [false, true] {
+        let dev = Arc::new(MemDevice::from_bytes(sim.bytes()));
+        let fs = if writable {
+            Fs::open_writable(Box::new(dev.clone())).unwrap()
+        } else {
+            Fs::open(Box::new(dev.clone())).unwrap()
+        };
+        assert_eq!(read_all(&fs, "/d/new"), big2);
+        let attrs = fs.resolve("/d/new").unwrap();
+        assert_eq!((attrs.mode & 0o7777, attrs.uid, attrs.gid), (0o600, 5, 6));
+        assert_eq!(read_all(&fs, "/small"), b"inline bytes");
+        assert_eq!(read_all(&fs, "/d/old"), old2);
+        assert_eq!(read_all(&fs, "/shrunk"), vec![3u8; 5000]);
+        assert!(fs.resolve("/unsynced").is_err());
+        if writable {
+            fs.unmount().unwrap();
+            std::fs::write(&img, dev.snapshot()).unwrap();
+            fsck_f2fs(&img).unwrap_or_else(|r| panic!("after recovery:\n{r}"));
+        } else {
+            assert_eq!(dev.snapshot(), sim.bytes(), "a read-only open wrote");
+        }
+    }
+}
+
+/// Every cut inside a run of fsyncs of a file whose blocks reach past the
+/// inode into a direct node: the file is always one fsync's state, whole.
+#[test]
+fn every_cut_in_fsyncs_of_a_file_with_direct_nodes() {
+    if !require_f2fs_tools() {
+        return;
+    }
+    let scratch = Scratch::new("powercut-dnode");
+    let img = scratch.join("cut.img");
+    // Room enough that cleaning never has to checkpoint.
+    let sim = Arc::new(SimDevice::new(fresh_image_of(96 << 20)));
+    let fs = Fs::open_writable(Box::new(sim.clone())).unwrap();
+    fs.set_tunable("cp_interval", 3600).unwrap();
+    let file = fs.create(ROOT, b"big", 0o644, 0, 0).unwrap();
+    let mut content: Vec<u8> = (0..1025 * 4096u32).map(|i| (i / 4096) as u8).collect();
+    fs.write(file.ino, 0, &content).unwrap();
+    fs.checkpoint().unwrap();
+    let first = sim.event_count();
+    // (event index of the fsync's final flush, the content it made durable)
+    let mut states = vec![(first, content.clone())];
+    let mut rng = Rng(77);
+    for round in 0..4u8 {
+        // Blocks in the inode's range and in the direct node's, and growth.
+        for index in [rng.below(900), 923 + rng.below(100), 1025 + round as u64] {
+            let data = vec![0xA0 + round; 4096];
+            fs.write(file.ino, index * 4096, &data).unwrap();
+            let at = index as usize * 4096;
+            if content.len() < at + 4096 {
+                content.resize(at + 4096, 0);
+            }
+            content[at..at + 4096].copy_from_slice(&data);
+        }
+        fs.fsync(file.ino).unwrap();
+        let flush = sim.event_count() - 1;
+        assert!(matches!(sim.events()[flush], SimEvent::Flush));
+        states.push((flush, content.clone()));
+    }
+    assert_eq!(
+        checkpoint_writes_since(&sim, first),
+        0,
+        "an fsync checkpointed"
+    );
+    drop(fs);
+    let mut crash = sim.crash_images();
+    let last = sim.event_count();
+    for cut in first..=last {
+        for reorder in [false, true] {
+            let mut pick = Rng(cut as u64 * 2 + 1);
+            let keep: Vec<bool> = (0..cut).map(|_| !reorder || pick.below(2) == 0).collect();
+            let image = crash.at_cut(cut, |i| keep[i]);
+            if (cut - first).is_multiple_of(8) {
+                std::fs::write(&img, &image).unwrap();
+                fsck_f2fs(&img).unwrap_or_else(|r| panic!("cut {cut}: crashed image:\n{r}"));
+            }
+            let fs = Fs::open_writable(Box::new(MemDevice::from_bytes(image))).unwrap();
+            let got = read_all(&fs, "/big");
+            // The last fsync finished before the cut, or the one it fell into.
+            let done = states
+                .iter()
+                .rposition(|(flush, _)| *flush < cut)
+                .unwrap_or(0);
+            let candidates = &states[done..(done + 2).min(states.len())];
+            assert!(
+                candidates.iter().any(|(_, c)| *c == got),
+                "cut {cut} reorder {reorder}: /big is no fsync's state ({} bytes)",
+                got.len()
+            );
+        }
+    }
+}
+
+/// fsync checkpoints exactly where the kernel's need_do_checkpoint says so.
+#[test]
+fn fsync_checkpoints_where_the_kernel_does() {
+    let sim = Arc::new(SimDevice::new(fresh_image()));
+    let fs = Fs::open_writable(Box::new(sim.clone())).unwrap();
+    fs.set_tunable("cp_interval", 3600).unwrap();
+    let d = fs.mkdir(ROOT, b"d", 0o755, 0, 0).unwrap();
+    let f = fs.create(d.ino, b"f", 0o644, 0, 0).unwrap();
+    // Whether an fsync of `ino`, after a write to `file`, wrote a checkpoint.
+    let fsync_checkpoints = |file: u32, ino: u32| {
+        fs.write(file, 0, b"more").unwrap();
+        let before = sim.event_count();
+        fs.fsync(ino).unwrap();
+        checkpoint_writes_since(&sim, before) > 0
+    };
+    let mut seen = vec![
+        (
+            "parent created since the checkpoint",
+            fsync_checkpoints(f.ino, f.ino),
+        ),
+        ("plain file", fsync_checkpoints(f.ino, f.ino)),
+        ("directory", fsync_checkpoints(f.ino, d.ino)),
+    ];
+    fs.rename(d.ino, b"f", ROOT, b"g", RenameFlags::default())
+        .unwrap();
+    seen.push((
+        "first fsync after a rename",
+        fsync_checkpoints(f.ino, f.ino),
+    ));
+    seen.push((
+        "second fsync after a rename",
+        fsync_checkpoints(f.ino, f.ino),
+    ));
+    fs.link(f.ino, ROOT, b"h").unwrap();
+    seen.push(("hard link", fsync_checkpoints(f.ino, f.ino)));
+    fs.unlink(ROOT, b"h").unwrap();
+    fs.set_xattr(d.ino, b"user.x", b"1", SetMode::Create)
+        .unwrap();
+    seen.push((
+        "a directory's xattrs changed",
+        fsync_checkpoints(f.ino, f.ino),
+    ));
+    let new = fs.create(ROOT, b"new", 0o644, 0, 0).unwrap();
+    seen.push((
+        "new file in a checkpointed directory",
+        fsync_checkpoints(new.ino, new.ino),
+    ));
+    let expected = [
+        ("parent created since the checkpoint", true),
+        ("plain file", false),
+        ("directory", true),
+        ("first fsync after a rename", true),
+        ("second fsync after a rename", false),
+        ("hard link", true),
+        ("a directory's xattrs changed", true),
+        ("new file in a checkpointed directory", false),
+    ];
+    assert_eq!(seen, expected);
 }

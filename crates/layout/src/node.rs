@@ -37,6 +37,15 @@ impl NodeFooter {
         self.flag.get() & (1 << node_flag::DENT_BIT_SHIFT) != 0
     }
 
+    /// Sets the roll-forward marks: FSYNC (a whole fsync ends here) and
+    /// DENT (recovery must also add the inode's directory entry).
+    pub fn set_marks(&mut self, fsync: bool, dent: bool) {
+        let bits = (1 << node_flag::FSYNC_BIT_SHIFT) | (1 << node_flag::DENT_BIT_SHIFT);
+        let marks = (fsync as u32) << node_flag::FSYNC_BIT_SHIFT
+            | (dent as u32) << node_flag::DENT_BIT_SHIFT;
+        self.flag.set(self.flag.get() & !bits | marks);
+    }
+
     pub fn set_ofs_and_cold(&mut self, ofs: u32, cold: bool) {
         self.flag
             .set((ofs << node_flag::OFFSET_BIT_SHIFT) | (cold as u32) << node_flag::COLD_BIT_SHIFT);
