@@ -111,6 +111,8 @@ pub fn attrs_of(meta: &Metadata, uid: u32, gid: u32, size: Option<u64>) -> SetAt
             nsec: meta.mtime_nsec() as u32,
         })),
         ctime: None,
+        // Copying a host file: its mode is taken as it is, set-user-ID too.
+        kill_privileges: false,
     }
 }
 

@@ -1426,3 +1426,55 @@ fn status_and_extents_of_a_mount() {
     m.unmount();
     fsck_clean(&img, "status and extents of a mount");
 }
+
+/// The daemon drops set-user-ID and set-group-ID itself
+/// (FUSE_HANDLE_KILLPRIV_V2): on a write or truncate by a user without
+/// CAP_FSETID and on every chown; root's writes keep them.
+#[test]
+fn setid_bits_dropped_on_write_truncate_and_chown() {
+    if !fuse_available() || !require_tool("setpriv") {
+        return;
+    }
+    let scratch = Scratch::new("mount-killpriv");
+    let img = scratch.join("img");
+    f2fuse_mkfs(&img, "64M");
+    let m = Mount::new(
+        &img,
+        &scratch.join("mnt"),
+        "allow_other,default_permissions",
+    );
+    fs::set_permissions(&m.mnt, fs::Permissions::from_mode(0o777)).unwrap();
+    let mode_of = |name: &str| fs::metadata(m.path(name)).unwrap().mode() & 0o7777;
+    let setid_file = |name: &str| {
+        fs::write(m.path(name), b"x").unwrap();
+        let c = cstr(&m.path(name));
+        assert_eq!(unsafe { libc::chown(c.as_ptr(), 1234, 1234) }, 0);
+        fs::set_permissions(m.path(name), fs::Permissions::from_mode(0o6777)).unwrap();
+    };
+    // Root (CAP_FSETID) writes: the bits stay.
+    setid_file("root-writes");
+    fs::OpenOptions::new()
+        .append(true)
+        .open(m.path("root-writes"))
+        .unwrap()
+        .write_all(b"y")
+        .unwrap();
+    assert_eq!(mode_of("root-writes"), 0o6777);
+    // The owner (no CAP_FSETID) writes, or truncates: both bits go.
+    setid_file("user-writes");
+    sh_as(1234, &m.mnt, "printf y >> user-writes").unwrap();
+    assert_eq!(mode_of("user-writes"), 0o777);
+    setid_file("user-truncates");
+    sh_as(1234, &m.mnt, "truncate -s 0 user-truncates").unwrap();
+    assert_eq!(mode_of("user-truncates"), 0o777);
+    // chown, even by root, drops them.
+    setid_file("chowned");
+    let c = cstr(&m.path("chowned"));
+    assert_eq!(unsafe { libc::chown(c.as_ptr(), 4321, 4321) }, 0);
+    assert_eq!(mode_of("chowned"), 0o777);
+    m.unmount();
+    fsck_clean(&img, "dropping set-ID bits through the mount");
+    let fs = engine(&img);
+    assert_eq!(fs.resolve("/user-writes").unwrap().mode & 0o7777, 0o777);
+    assert_eq!(fs.resolve("/root-writes").unwrap().mode & 0o7777, 0o6777);
+}

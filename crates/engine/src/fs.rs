@@ -81,11 +81,17 @@ pub struct SetAttr {
     /// that keeps file times itself (FUSE with the writeback cache) sends
     /// the one it gave the change.
     pub ctime: Option<Timestamp>,
+    /// Also drop privileges as the VFS does for ATTR_KILL_SUID/SGID/PRIV
+    /// (a write, truncate or chown by someone without CAP_FSETID, or any
+    /// chown): clear set-user-ID, set-group-ID if group-executable, and the
+    /// `security.capability` xattr. Directories are left alone.
+    pub kill_privileges: bool,
 }
 
 impl SetAttr {
     fn is_empty(&self) -> bool {
-        self.mode.is_none()
+        !self.kill_privileges
+            && self.mode.is_none()
             && self.uid.is_none()
             && self.gid.is_none()
             && self.size.is_none()
@@ -116,6 +122,19 @@ impl SetAttr {
         }
         Ok(())
     }
+}
+
+/// File capabilities, dropped with set-user-ID (see `SetAttr::kill_privileges`).
+const CAPABILITY_XATTR: &[u8] = b"security.capability";
+
+/// Permission bits without set-user-ID, and without set-group-ID when the
+/// group may execute (otherwise it marks mandatory locking, which stays).
+fn without_privileges(perm: u16) -> u16 {
+    let mut perm = perm & !(libc::S_ISUID as u16);
+    if perm & libc::S_IXGRP as u16 != 0 {
+        perm &= !(libc::S_ISGID as u16);
+    }
+    perm
 }
 
 /// rename(2) flags.
@@ -1861,7 +1880,20 @@ impl Fs {
             let _guard = lock.write();
             let inode = ctx.inode(ino)?;
             attr.check_flags(&inode)?;
-            if let Some(perm) = attr.mode {
+            let kill = attr.kill_privileges && inode.kind != FileKind::Directory;
+            let mode = match attr.mode {
+                Some(perm) if kill => Some(without_privileges(perm)),
+                None if kill => Some(without_privileges(inode.mode & 0o7777))
+                    .filter(|&perm| perm != inode.mode & 0o7777),
+                other => other,
+            };
+            if kill {
+                match xattr::set_xattr(ctx, ino, CAPABILITY_XATTR, None, SetMode::Replace) {
+                    Err(e) if e.to_errno() == libc::ENODATA => {}
+                    other => other?,
+                }
+            }
+            if let Some(perm) = mode {
                 // chmod rewrites the access ACL to agree (posix_acl_chmod).
                 if let Some(mut acl) = self.acl(&inode, AclKind::Access)? {
                     acl.chmod(perm);
@@ -1890,7 +1922,7 @@ impl Fs {
                 TimeSet::At(x) => x,
             };
             ctx.update_inode(ino, |raw| {
-                if let Some(perm) = attr.mode {
+                if let Some(perm) = mode {
                     raw.i_mode
                         .set((raw.i_mode.get() & mode::S_IFMT) | (perm & 0o7777));
                 }

@@ -1520,6 +1520,7 @@ impl Harness {
             atime: ts(atime),
             mtime: ts(mtime),
             ctime: None,
+            kill_privileges: false,
         };
         let got = self.fs().setattr(self.ino(id), &attr);
         let what = format!("setattr {id} {attr:?}");

@@ -276,3 +276,56 @@ fn link_count_limit_gives_emlink() {
     let err = fs.link(f.ino, ROOT, b"one-more").unwrap_err();
     assert_eq!(err.to_errno(), libc::EMLINK, "{err}");
 }
+
+/// `kill_privileges` (the VFS's ATTR_KILL_SUID/SGID/PRIV, which a FUSE
+/// daemon with FUSE_HANDLE_KILLPRIV_V2 applies itself): set-user-ID goes,
+/// set-group-ID only with group execute, file capabilities go, directories
+/// keep theirs; a chown with it is one change.
+#[test]
+fn kill_privileges_clears_setid_bits_and_capabilities() {
+    if !require_f2fs_tools() {
+        return;
+    }
+    let scratch = Scratch::new("kill-privileges");
+    let img = fresh(
+        &scratch,
+        "extra_attr,inode_checksum,flexible_inline_xattr",
+        64 << 20,
+    );
+    let fs = rw(&img);
+    let kill = SetAttr {
+        kill_privileges: true,
+        ..SetAttr::default()
+    };
+    let exe = fs.create(ROOT, b"exe", 0o6755, 0, 0).unwrap();
+    fs.set_xattr(
+        exe.ino,
+        b"security.capability",
+        b"\x01\x00\x00\x02",
+        SetMode::Any,
+    )
+    .unwrap();
+    assert_eq!(fs.setattr(exe.ino, &kill).unwrap().mode & 0o7777, 0o755);
+    assert!(fs
+        .get_xattr(&fs.inode(exe.ino).unwrap(), b"security.capability")
+        .is_err());
+    // Set-group-ID without group execute marks mandatory locking: it stays.
+    let locked = fs.create(ROOT, b"locked", 0o6640, 0, 0).unwrap();
+    assert_eq!(fs.setattr(locked.ino, &kill).unwrap().mode & 0o7777, 0o2640);
+    // A chown that drops privileges in the same change.
+    let chowned = fs.create(ROOT, b"chowned", 0o4711, 0, 0).unwrap();
+    let chown = SetAttr {
+        uid: Some(1000),
+        kill_privileges: true,
+        ..SetAttr::default()
+    };
+    let after = fs.setattr(chowned.ino, &chown).unwrap();
+    assert_eq!((after.uid, after.mode & 0o7777), (1000, 0o711));
+    let dir = fs.mkdir(ROOT, b"dir", 0o2775, 0, 0).unwrap();
+    assert_eq!(fs.setattr(dir.ino, &kill).unwrap().mode & 0o7777, 0o2775);
+    fs.unmount().unwrap();
+    assert_fsck(&img, "dropping privileges");
+    let fs = ro(&img);
+    assert_eq!(fs.resolve("/exe").unwrap().mode & 0o7777, 0o755);
+    assert_eq!(fs.resolve("/chowned").unwrap().mode & 0o7777, 0o711);
+}

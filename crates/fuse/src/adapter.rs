@@ -549,7 +549,11 @@ impl Filesystem for F2fsFuse {
             | InitFlags::FUSE_CACHE_SYMLINKS
             | InitFlags::FUSE_ASYNC_DIO
             // Shared mmap of files opened in low-space (direct I/O) mode.
-            | InitFlags::FUSE_DIRECT_IO_ALLOW_MMAP;
+            | InitFlags::FUSE_DIRECT_IO_ALLOW_MMAP
+            // We drop set-user-ID, set-group-ID and capabilities on write,
+            // truncate and chown ourselves; in return the kernel stops asking
+            // for security.capability before every write (SB_NOSEC).
+            | InitFlags::FUSE_HANDLE_KILLPRIV_V2;
         if self.cfg.writeback_cache {
             want |= InitFlags::FUSE_WRITEBACK_CACHE;
         }
@@ -596,7 +600,7 @@ impl Filesystem for F2fsFuse {
 
     fn setattr(
         &self,
-        _req: &Request,
+        req: &Request,
         ino: INodeNo,
         mode: Option<u32>,
         uid: Option<u32>,
@@ -621,6 +625,9 @@ impl Filesystem for F2fsFuse {
             atime: atime.map(time_set),
             mtime: mtime.map(time_set),
             ctime: ctime.map(timestamp),
+            // With FUSE_HANDLE_KILLPRIV_V2 the kernel leaves this to us:
+            // every chown, and a truncate by someone without CAP_FSETID.
+            kill_privileges: uid.is_some() || gid.is_some() || (size.is_some() && req.uid() != 0),
         };
         self.shared.change();
         let result = self.do_setattr(ino, &attr);
@@ -831,12 +838,21 @@ impl Filesystem for F2fsFuse {
         _fh: FileHandle,
         offset: u64,
         data: &[u8],
-        _write_flags: WriteFlags,
+        write_flags: WriteFlags,
         _flags: OpenFlags,
         _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
         let ino = ino_or_reply!(ino, reply);
+        if write_flags.contains(WriteFlags::FUSE_WRITE_KILL_SUIDGID) {
+            let kill = SetAttr {
+                kill_privileges: true,
+                ..SetAttr::default()
+            };
+            if let Err(e) = self.do_setattr(ino, &kill) {
+                return reply.error(e);
+            }
+        }
         match self.do_write(ino, offset, data) {
             Ok(n) => reply.written(n),
             Err(e) => reply.error(e),
