@@ -530,19 +530,27 @@ pub fn write_data(ctx: &Ctx, ino: u32, offset: u64, data: &[u8]) -> Result<usize
     let bs = F2FS_BLKSIZE as u64;
     let first = offset / bs;
     let last = (end - 1) / bs;
-    let mut buf = vec![0u8; ((last - first + 1) * bs) as usize];
-    // Partial first and last blocks keep their old bytes.
     let head = (offset - first * bs) as usize;
-    if head != 0 || (data.len() as u64) < bs {
-        read_block_into(ctx, &inode, first, &mut buf[..F2FS_BLKSIZE])?;
-    }
-    let tail_block = last - first;
-    if tail_block > 0 && !end.is_multiple_of(bs) {
-        let at = (tail_block * bs) as usize;
-        read_block_into(ctx, &inode, last, &mut buf[at..at + F2FS_BLKSIZE])?;
-    }
-    buf[head..head + data.len()].copy_from_slice(data);
-    match write_blocks_upto(ctx, &inode, first, &buf, data_log(&inode)) {
+    // Whole blocks are written straight from the caller's buffer; partial
+    // first and last blocks are merged with their old bytes in a copy.
+    let merged;
+    let blocks: &[u8] = if head == 0 && end.is_multiple_of(bs) {
+        data
+    } else {
+        let mut buf = vec![0u8; ((last - first + 1) * bs) as usize];
+        if head != 0 || (data.len() as u64) < bs {
+            read_block_into(ctx, &inode, first, &mut buf[..F2FS_BLKSIZE])?;
+        }
+        let tail_block = last - first;
+        if tail_block > 0 && !end.is_multiple_of(bs) {
+            let at = (tail_block * bs) as usize;
+            read_block_into(ctx, &inode, last, &mut buf[at..at + F2FS_BLKSIZE])?;
+        }
+        buf[head..head + data.len()].copy_from_slice(data);
+        merged = buf;
+        &merged
+    };
+    match write_blocks_upto(ctx, &inode, first, blocks, data_log(&inode)) {
         Ok(_) => {
             finish_write(ctx, ino, end)?;
             Ok(data.len())
