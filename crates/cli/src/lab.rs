@@ -384,7 +384,7 @@ mod tests {
                 Workload::W2,
                 &[("max_victim_search", search)],
                 512 << 20,
-                8000,
+                15000,
             )
         };
         let narrow = run_lab(&w2(20)).unwrap();
