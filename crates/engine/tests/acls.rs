@@ -13,21 +13,10 @@ use f2fuse_engine::{Fs, OpenOptions};
 use f2fuse_layout::inode_flag::IMMUTABLE;
 use f2fuse_layout::xattr::{ACL_GROUP, ACL_GROUP_OBJ, ACL_MASK, ACL_OTHER, ACL_USER, ACL_USER_OBJ};
 use f2fuse_layout::F2FS_ROOT_INO as ROOT;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use support::*;
 
 const NOBODY: u32 = u32::MAX;
-
-fn rw(img: &Path) -> Fs {
-    Fs::open_path(
-        img,
-        OpenOptions {
-            writable: true,
-            ..Default::default()
-        },
-    )
-    .unwrap()
-}
 
 fn fresh(scratch: &Scratch, features: &str) -> PathBuf {
     let img = scratch.join("img");
@@ -83,7 +72,7 @@ fn access_acls_and_the_mode_stay_in_step() {
         let img = fresh(&scratch, features);
         let (file, sgid, plain);
         {
-            let fs = rw(&img);
+            let fs = open_writable(&img);
             file = fs.create(ROOT, b"file", 0o644, 0, 0).unwrap().ino;
             fs.set_acl(file, AclKind::Access, &named_acl(), true)
                 .unwrap();
@@ -208,7 +197,7 @@ fn new_inodes_inherit_default_acls() {
     ]);
     let (file, sub, fifo, link, outside);
     {
-        let fs = rw(&img);
+        let fs = open_writable(&img);
         let dir = fs.mkdir(ROOT, b"dir", 0o755, 0, 0).unwrap().ino;
         fs.set_acl(dir, AclKind::Default, &default, true).unwrap();
         // A default ACL does not change the directory's own mode.

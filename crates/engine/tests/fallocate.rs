@@ -15,7 +15,7 @@ use f2fuse_engine::data::BlockMapper;
 use f2fuse_engine::mkfs::{format_path, parse_features, MkfsOptions};
 use f2fuse_engine::{FallocMode, Fs, OpenOptions, SeekTarget};
 use f2fuse_layout::{F2FS_ROOT_INO as ROOT, NEW_ADDR, NULL_ADDR};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use support::*;
 
 const BS: u64 = 4096;
@@ -29,17 +29,6 @@ enum Op {
     Falloc(u64, u64, FallocMode),
     Seek(u64, SeekTarget),
     Reopen,
-}
-
-fn rw(img: &Path) -> Fs {
-    Fs::open_path(
-        img,
-        OpenOptions {
-            writable: true,
-            ..Default::default()
-        },
-    )
-    .unwrap()
 }
 
 fn fresh(scratch: &Scratch, size: u64) -> PathBuf {
@@ -69,7 +58,7 @@ struct Subject {
 
 impl Subject {
     fn new(img: PathBuf) -> Subject {
-        let fs = rw(&img);
+        let fs = open_writable(&img);
         let ino = fs.create(ROOT, b"f", 0o644, 0, 0).unwrap().ino;
         Subject {
             img,
@@ -138,7 +127,7 @@ impl Subject {
                 if let Err(report) = fsck_f2fs(&self.img) {
                     self.fail(format!("fsck after reopen op:\n{report}"));
                 }
-                self.fs = Some(rw(&self.img));
+                self.fs = Some(open_writable(&self.img));
             }
         }
         self.check();
@@ -381,7 +370,7 @@ fn enospc_while_preallocating_changes_nothing() {
     }
     let scratch = Scratch::new("falloc-enospc");
     let img = fresh(&scratch, 64 << 20);
-    let fs = rw(&img);
+    let fs = open_writable(&img);
     let ino = fs.create(ROOT, b"big", 0o644, 0, 0).unwrap().ino;
     fs.write(ino, 0, &pattern(0, 5 * BS, 1)).unwrap();
     let before = fs.inode(ino).unwrap();

@@ -17,17 +17,6 @@ use support::*;
 /// FS_INLINE_DATA_FL: reported for inline files and directories, never stored.
 const INLINE_DATA: u32 = 0x1000_0000;
 
-fn rw(img: &Path) -> Fs {
-    Fs::open_path(
-        img,
-        OpenOptions {
-            writable: true,
-            ..Default::default()
-        },
-    )
-    .unwrap()
-}
-
 fn fresh(scratch: &Scratch) -> PathBuf {
     let img = scratch.join("img");
     let opts = MkfsOptions {
@@ -81,7 +70,7 @@ fn flags_are_stored_reported_and_refused_like_f2fs() {
     let img = fresh(&scratch);
     let (file, dir, fifo);
     {
-        let fs = rw(&img);
+        let fs = open_writable(&img);
         file = fs.create(ROOT, b"file", 0o644, 0, 0).unwrap().ino;
         dir = fs.mkdir(ROOT, b"dir", 0o755, 0, 0).unwrap().ino;
         fifo = fs
@@ -143,7 +132,7 @@ fn immutable_forbids_every_change() {
     let img = fresh(&scratch);
     let (file, dir, inner);
     {
-        let fs = rw(&img);
+        let fs = open_writable(&img);
         file = fs.create(ROOT, b"file", 0o644, 0, 0).unwrap().ino;
         fs.write(file, 0, b"frozen").unwrap();
         fs.set_xattr(file, b"user.a", b"1", SetMode::Create)
@@ -225,7 +214,7 @@ fn immutable_forbids_every_change() {
     }
     check_image(&img, "refused changes to immutable inodes");
     {
-        let fs = rw(&img);
+        let fs = open_writable(&img);
         assert_eq!(flags_of(&fs, file) & IMMUTABLE, IMMUTABLE, "kept on disk");
         // Flags may still change (clearing immutable is how it ends).
         fs.set_flags(file, 0).unwrap();
@@ -252,7 +241,7 @@ fn append_only_allows_appends_and_new_names_only() {
     let (file, dir);
     let expected: Vec<u8> = b"log line 1\nlog line 2\n".repeat(300);
     {
-        let fs = rw(&img);
+        let fs = open_writable(&img);
         file = fs.create(ROOT, b"log", 0o644, 0, 0).unwrap().ino;
         fs.write(file, 0, &expected[..22]).unwrap();
         fs.set_xattr(file, b"user.a", b"1", SetMode::Create)
@@ -367,7 +356,7 @@ fn setattr_records_the_given_ctime() {
     let img = fresh(&scratch);
     let file;
     {
-        let fs = rw(&img);
+        let fs = open_writable(&img);
         file = fs.create(ROOT, b"f", 0o644, 0, 0).unwrap().ino;
         let given = Timestamp {
             sec: 1_234_567_890,

@@ -24,17 +24,6 @@ fn fresh_image(scratch: &Scratch, size: u64) -> PathBuf {
     img
 }
 
-fn open_rw(img: &Path) -> Fs {
-    Fs::open_path(
-        img,
-        OpenOptions {
-            writable: true,
-            ..Default::default()
-        },
-    )
-    .unwrap()
-}
-
 fn assert_segments_add_up(status: &Status) {
     let s = &status.segments;
     assert_eq!(
@@ -65,7 +54,7 @@ fn user_writes_are_counted_exactly_and_amplification_follows() {
     }
     let scratch = Scratch::new("status-wa");
     let img = fresh_image(&scratch, 64 * MIB);
-    let fs = open_rw(&img);
+    let fs = open_writable(&img);
     let before = fs.status().unwrap();
     assert_eq!(before.user_bytes_written, 0);
     assert_eq!(before.io.written_of(IoKind::UserData), 0);
@@ -146,7 +135,7 @@ fn segment_states_follow_deletion_and_checkpoint() {
     }
     let scratch = Scratch::new("status-segments");
     let img = fresh_image(&scratch, 64 * MIB);
-    let fs = open_rw(&img);
+    let fs = open_writable(&img);
     // Keep prefree segments until the test's own checkpoint.
     fs.set_tunable("reclaim_segments", 4096).unwrap();
     let f = fs.create(ROOT, b"big", 0o644, 0, 0).unwrap();
@@ -200,7 +189,7 @@ fn churn_cleaning_moves_what_its_counters_say() {
     }
     let scratch = Scratch::new("status-gc");
     let img = fresh_image(&scratch, 128 * MIB);
-    let fs = open_rw(&img);
+    let fs = open_writable(&img);
     // Cleaning, not SSR, brings space back.
     fs.set_tunable("min_ssr_sections", 0).unwrap();
     let user = fs.statfs().blocks * BS;
@@ -321,7 +310,7 @@ fn extents_of_contiguous_sparse_and_inline_files() {
     }
     let scratch = Scratch::new("status-extents");
     let img = fresh_image(&scratch, 64 * MIB);
-    let fs = open_rw(&img);
+    let fs = open_writable(&img);
     let contiguous = fs.create(ROOT, b"contiguous", 0o644, 0, 0).unwrap();
     fs.write(contiguous.ino, 0, &pattern(2 * MIB, 1)).unwrap();
     let sparse = fs.create(ROOT, b"sparse", 0o644, 0, 0).unwrap();
@@ -374,7 +363,7 @@ fn extents_show_reserved_unwritten_blocks() {
     }
     let scratch = Scratch::new("status-unwritten");
     let img = fresh_image(&scratch, 64 * MIB);
-    let fs = open_rw(&img);
+    let fs = open_writable(&img);
     let f = fs.create(ROOT, b"f", 0o644, 0, 0).unwrap();
     fs.write(f.ino, 0, &pattern(1000 * BS, 5)).unwrap();
     fs.unmount().unwrap();
@@ -421,7 +410,7 @@ fn extents_show_reserved_unwritten_blocks() {
 fn node_reads_are_counted_where_they_are_served() {
     let scratch = Scratch::new("status-nodecache");
     let img = fresh_image(&scratch, 64 * MIB);
-    let fs = open_rw(&img);
+    let fs = open_writable(&img);
     let f = fs.create(ROOT, b"f", 0o644, 0, 0).unwrap();
     // The new inode exists only in the dirty cache.
     let before = fs.status().unwrap().node_cache;

@@ -6,25 +6,10 @@ mod support;
 use f2fuse_engine::fs::{RenameFlags, SetAttr};
 use f2fuse_engine::mkfs::{format_path, parse_features, MkfsOptions};
 use f2fuse_engine::xattr::SetMode;
-use f2fuse_engine::{FileKind, Fs, OpenOptions};
+use f2fuse_engine::{FileKind, Fs};
 use f2fuse_layout::F2FS_ROOT_INO as ROOT;
 use std::path::Path;
 use support::*;
-
-fn rw(img: &Path) -> Fs {
-    Fs::open_path(
-        img,
-        OpenOptions {
-            writable: true,
-            ..Default::default()
-        },
-    )
-    .unwrap()
-}
-
-fn ro(img: &Path) -> Fs {
-    Fs::open_path(img, OpenOptions::default()).unwrap()
-}
 
 fn fresh(scratch: &Scratch, features: &str, size: u64) -> std::path::PathBuf {
     let img = scratch.join("img");
@@ -69,7 +54,7 @@ fn create_write_mkdir_reopen() {
         let small = b"hello f2fuse".to_vec();
         let big = pattern(5_000_000, 7);
         {
-            let fs = rw(&img);
+            let fs = open_writable(&img);
             let d = fs.mkdir(ROOT, b"dir", 0o755, 1000, 1000).unwrap();
             let f = fs.create(d.ino, b"small.txt", 0o644, 1000, 1000).unwrap();
             fs.write(f.ino, 0, &small).unwrap();
@@ -83,7 +68,7 @@ fn create_write_mkdir_reopen() {
             fs.unmount().unwrap();
         }
         assert_fsck(&img, &format!("create/write [{features}]"));
-        let fs = ro(&img);
+        let fs = open_read_only(&img);
         assert_eq!(read_all(&fs, "/dir/small.txt"), small);
         assert_eq!(read_all(&fs, "/big.bin"), big);
         assert_eq!(
@@ -106,7 +91,7 @@ fn namespace_changes_stay_consistent() {
     let scratch = Scratch::new("write-ns");
     let img = fresh(&scratch, "", 128 << 20);
     {
-        let fs = rw(&img);
+        let fs = open_writable(&img);
         let a = fs.mkdir(ROOT, b"a", 0o755, 0, 0).unwrap();
         let b = fs.mkdir(ROOT, b"b", 0o755, 0, 0).unwrap();
         // Enough entries to convert the inline directory and grow hash levels.
@@ -168,7 +153,7 @@ fn namespace_changes_stay_consistent() {
         fs.unmount().unwrap();
     }
     assert_fsck(&img, "namespace changes");
-    let fs = ro(&img);
+    let fs = open_read_only(&img);
     let names: Vec<Vec<u8>> = fs
         .read_dir(fs.resolve("/a").unwrap().ino)
         .unwrap()
@@ -195,7 +180,7 @@ fn size_limits_and_name_limits_have_their_errno() {
     }
     let scratch = Scratch::new("write-limits");
     let img = fresh(&scratch, "", 64 << 20);
-    let fs = rw(&img);
+    let fs = open_writable(&img);
     let f = fs.create(ROOT, b"f", 0o644, 0, 0).unwrap();
     // addrs in the inode + 2*1018 + 2*1018^2 + 1018^3 blocks of 4 KiB is the largest file
     // (a new file keeps a 50-word inline xattr area, so 873 addresses in the inode).
@@ -237,7 +222,7 @@ fn size_limits_and_name_limits_have_their_errno() {
     );
     fs.unmount().unwrap();
     assert_fsck(&img, "size and name limits");
-    let fs = ro(&img);
+    let fs = open_read_only(&img);
     let inode = fs.resolve("/f").unwrap();
     let mut last = [0u8; 1];
     fs.read(&inode, max - 1, &mut last).unwrap();
@@ -257,7 +242,7 @@ fn link_count_limit_gives_emlink() {
     let scratch = Scratch::new("write-emlink");
     let img = fresh(&scratch, "", 64 << 20);
     let addr = {
-        let fs = rw(&img);
+        let fs = open_writable(&img);
         let f = fs.create(ROOT, b"f", 0o644, 0, 0).unwrap();
         let addr_of = |fs: &Fs| fs.node_manager().nat_entry(f.ino).unwrap().block_addr.get();
         fs.checkpoint().unwrap();
@@ -270,7 +255,7 @@ fn link_count_limit_gives_emlink() {
     let at = addr as usize * 4096 + 0x0C;
     bytes[at..at + 4].copy_from_slice(&u32::MAX.to_le_bytes());
     std::fs::write(&img, &bytes).unwrap();
-    let fs = rw(&img);
+    let fs = open_writable(&img);
     let f = fs.resolve("/f").unwrap();
     assert_eq!(f.links, u32::MAX);
     let err = fs.link(f.ino, ROOT, b"one-more").unwrap_err();
@@ -292,7 +277,7 @@ fn kill_privileges_clears_setid_bits_and_capabilities() {
         "extra_attr,inode_checksum,flexible_inline_xattr",
         64 << 20,
     );
-    let fs = rw(&img);
+    let fs = open_writable(&img);
     let kill = SetAttr {
         kill_privileges: true,
         ..SetAttr::default()
@@ -325,7 +310,7 @@ fn kill_privileges_clears_setid_bits_and_capabilities() {
     assert_eq!(fs.setattr(dir.ino, &kill).unwrap().mode & 0o7777, 0o2775);
     fs.unmount().unwrap();
     assert_fsck(&img, "dropping privileges");
-    let fs = ro(&img);
+    let fs = open_read_only(&img);
     assert_eq!(fs.resolve("/exe").unwrap().mode & 0o7777, 0o755);
     assert_eq!(fs.resolve("/chowned").unwrap().mode & 0o7777, 0o711);
 }

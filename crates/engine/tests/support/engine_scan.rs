@@ -3,11 +3,25 @@
 
 use std::collections::BTreeMap;
 
-use f2fuse_engine::{FileKind, Fs, InodeInfo};
+use f2fuse_engine::{FileKind, Fs, InodeInfo, OpenOptions};
 use f2fuse_layout::F2FS_ROOT_INO;
 
 use super::hash::ContentHasher;
 use super::scan::{join_key, HostEntry, Kind};
+
+/// Opens an image file for reading and writing (panics on failure).
+pub fn open_writable(img: &std::path::Path) -> Fs {
+    let opts = OpenOptions {
+        writable: true,
+        ..Default::default()
+    };
+    Fs::open_path(img, opts).unwrap()
+}
+
+/// Opens an image file read-only (panics on failure).
+pub fn open_read_only(img: &std::path::Path) -> Fs {
+    Fs::open_path(img, OpenOptions::default()).unwrap()
+}
 
 fn kind_of(kind: FileKind) -> Kind {
     match kind {

@@ -88,7 +88,7 @@ pub mod tools;
 pub mod tree;
 
 pub use compare::{compare_trees, show_bytes, CompareWhat};
-pub use engine_scan::{engine_content_hash, scan_image};
+pub use engine_scan::{engine_content_hash, open_read_only, open_writable, scan_image};
 pub use file_model::{Block, FileModel};
 pub use hash::{content_hash_of, content_hash_of_chunks, content_hash_of_file, ContentHasher};
 pub use oracle::{image_paths_and_inos, parse_dump_fields, scan_image_with_f2fs_tools, ROOT_INO};
