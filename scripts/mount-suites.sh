@@ -146,7 +146,9 @@ fio_ok() { # fio_ok LOG: exit 0 was checked; every job reports err= 0
 fio_run() { # fio_run NAME ARGS...: runs fio in $mnt/fio, logs to $work/$suite.fio.log
     mkdir -p "$mnt/fio"
     local log=$work/$suite.fio.log
-    timeout 300 fio --directory="$mnt/fio" --verify=crc32c --numjobs=2 --group_reporting "$@" >>"$log" 2>&1 &&
+    # From the work directory: fio keeps its verify state files in the current one.
+    (cd "$work" && timeout 300 fio --directory="$mnt/fio" --verify=crc32c --numjobs=2 \
+        --group_reporting "$@" >>"$log" 2>&1) &&
         fio_ok "$log"
 }
 
