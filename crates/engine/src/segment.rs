@@ -262,6 +262,39 @@ pub struct SegmentManager {
     /// roll-forward needs both to fit (the kernel's space_for_roll_forward).
     checkpoint_valid_blocks: u64,
     reserved_since_checkpoint: u64,
+    /// Free segments and sections, kept in step with every change (see
+    /// `FreeCounts`): the space checks run on every operation.
+    free: FreeCounts,
+}
+
+/// Free space by segment and section, current logs excluded; "after the
+/// checkpoint" also counts what the next checkpoint frees (no valid block
+/// now, some in the last checkpoint). Kept up to date as segments change,
+/// so the per-operation space checks cost O(1) instead of a scan of every
+/// segment (tens of thousands on a phone-sized image); debug builds compare
+/// it with a full count.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct FreeCounts {
+    segments: u32,
+    segments_after_checkpoint: u32,
+    sections: u32,
+    sections_after_checkpoint: u32,
+}
+
+impl FreeCounts {
+    fn add(&mut self, other: FreeCounts, sign: i64) {
+        let step = |v: &mut u32, d: u32| *v = (*v as i64 + sign * d as i64) as u32;
+        step(&mut self.segments, other.segments);
+        step(
+            &mut self.segments_after_checkpoint,
+            other.segments_after_checkpoint,
+        );
+        step(&mut self.sections, other.sections);
+        step(
+            &mut self.sections_after_checkpoint,
+            other.sections_after_checkpoint,
+        );
+    }
 }
 
 use f2fuse_layout::segment::{Summary, SummaryBlock, SUM_TYPE_DATA, SUM_TYPE_NODE};
@@ -339,6 +372,7 @@ impl SegmentManager {
             gc_victim_section: None,
             checkpoint_valid_blocks: cp.cp.valid_block_count.get(),
             reserved_since_checkpoint: 0,
+            free: FreeCounts::default(),
         };
         // The SIT type of a current segment must be its log type (fsck checks it).
         for log in CursegType::ALL {
@@ -351,6 +385,7 @@ impl SegmentManager {
                 sm.check_lfs_tail(log)?;
             }
         }
+        sm.free = sm.count_free();
         Ok(sm)
     }
 
@@ -422,31 +457,73 @@ impl SegmentManager {
 
     /// Free segments (excluding the current ones).
     pub fn free_segments(&self) -> u32 {
-        self.segs
-            .iter()
-            .enumerate()
-            .filter(|(segno, s)| s.is_free() && !self.is_current(*segno as u32))
-            .count() as u32
+        self.checked_free().segments
     }
 
     /// Segments with no valid block (free now or after the next checkpoint), excluding current ones.
     pub fn free_segments_after_checkpoint(&self) -> u32 {
-        self.segs
-            .iter()
-            .enumerate()
-            .filter(|(segno, s)| s.valid == 0 && !self.is_current(*segno as u32))
-            .count() as u32
+        self.checked_free().segments_after_checkpoint
     }
 
     /// Sections whose every segment is free and none is current.
     pub fn free_sections(&self) -> u32 {
-        let per = self.segs_per_sec as usize;
-        (0..self.segs.len() / per)
-            .filter(|sec| {
-                (sec * per..(sec + 1) * per)
-                    .all(|s| self.segs[s].is_free() && !self.is_current(s as u32))
-            })
-            .count() as u32
+        self.checked_free().sections
+    }
+
+    /// Sections with no valid block now (free after the next checkpoint), current ones excluded.
+    pub fn free_sections_after_checkpoint(&self) -> u32 {
+        self.checked_free().sections_after_checkpoint
+    }
+
+    fn checked_free(&self) -> FreeCounts {
+        debug_assert_eq!(self.free, self.count_free(), "free counts out of step");
+        self.free
+    }
+
+    /// What one section contributes to `FreeCounts`.
+    fn section_free(&self, sec: u32) -> FreeCounts {
+        let per = self.segs_per_sec;
+        let mut counts = FreeCounts::default();
+        let (mut all_free, mut all_empty) = (true, true);
+        for segno in sec * per..(sec + 1) * per {
+            let seg = &self.segs[segno as usize];
+            let current = self.is_current(segno);
+            let free = seg.is_free() && !current;
+            let empty = seg.valid == 0 && !current;
+            counts.segments += free as u32;
+            counts.segments_after_checkpoint += empty as u32;
+            all_free &= free;
+            all_empty &= empty;
+        }
+        counts.sections = all_free as u32;
+        counts.sections_after_checkpoint = all_empty as u32;
+        counts
+    }
+
+    fn count_free(&self) -> FreeCounts {
+        let mut total = FreeCounts::default();
+        for sec in 0..self.segs.len() as u32 / self.segs_per_sec {
+            total.add(self.section_free(sec), 1);
+        }
+        total
+    }
+
+    /// Runs `change`, which may alter the segments `segnos` (their blocks or
+    /// whether a log is on them), and brings `free` up to date.
+    fn tracking<R>(&mut self, segnos: &[u32], change: impl FnOnce(&mut Self) -> R) -> R {
+        let mut secs: Vec<u32> = segnos.iter().map(|s| s / self.segs_per_sec).collect();
+        secs.sort_unstable();
+        secs.dedup();
+        for &sec in &secs {
+            let before = self.section_free(sec);
+            self.free.add(before, -1);
+        }
+        let result = change(self);
+        for &sec in &secs {
+            let after = self.section_free(sec);
+            self.free.add(after, 1);
+        }
+        result
     }
 
     fn section_is_free(&self, segno: u32) -> bool {
@@ -482,8 +559,9 @@ impl SegmentManager {
             .pick_new_segment(log)
             .ok_or_else(|| crate::error::Error::errno(libc::ENOSPC, "no free segment left"))?;
         self.retire_curseg(log);
+        let old = self.cursegs[log as usize].segno;
+        self.tracking(&[old, new], |sm| sm.cursegs[log as usize].segno = new);
         let cs = &mut self.cursegs[log as usize];
-        cs.segno = new;
         cs.next_blkoff = 0;
         cs.alloc_type = checkpoint_lfs();
         cs.sums.iter_mut().for_each(|s| *s = Summary::default());
@@ -539,7 +617,7 @@ impl SegmentManager {
             cs.next_blkoff = off as u16 + 1;
             let seg = &mut self.segs[segno as usize];
             debug_assert!(seg.slot_free(off) || !ssr && !bitmap::test_bit_msb(&seg.valid_map, off));
-            seg.mark_valid(off, now);
+            self.tracking(&[segno], |sm| sm.segs[segno as usize].mark_valid(off, now));
             self.dirty_sit.insert(segno);
             if ssr {
                 self.stats.ssr_blocks[log as usize] += 1;
@@ -632,7 +710,7 @@ impl SegmentManager {
             self.segs[segno as usize].seg_type = CursegType::WarmData as u8;
         }
         let now = self.elapsed_now();
-        self.segs[segno as usize].mark_valid(off, now);
+        self.tracking(&[segno], |sm| sm.segs[segno as usize].mark_valid(off, now));
         self.dirty_sit.insert(segno);
         Ok(())
     }
@@ -658,14 +736,16 @@ impl SegmentManager {
     pub fn invalidate(&mut self, blkaddr: u32) {
         let segno = self.segno_of(blkaddr);
         let off = ((blkaddr - self.main_blkaddr) % BLOCKS_PER_SEG) as usize;
-        let seg = &mut self.segs[segno as usize];
         debug_assert!(
-            bitmap::test_bit_msb(&seg.valid_map, off),
+            bitmap::test_bit_msb(&self.segs[segno as usize].valid_map, off),
             "invalidating free block {blkaddr}"
         );
-        if bitmap::test_bit_msb(&seg.valid_map, off) {
-            bitmap::set_bit_msb(&mut seg.valid_map, off, false);
-            seg.valid -= 1;
+        if bitmap::test_bit_msb(&self.segs[segno as usize].valid_map, off) {
+            self.tracking(&[segno], |sm| {
+                let seg = &mut sm.segs[segno as usize];
+                bitmap::set_bit_msb(&mut seg.valid_map, off, false);
+                seg.valid -= 1;
+            });
             self.dirty_sit.insert(segno);
         }
     }
@@ -720,8 +800,9 @@ impl SegmentManager {
             .find(|&b| self.segs[segno as usize].slot_free(b))
             .unwrap_or(0);
         self.retire_curseg(log);
+        let old = self.cursegs[log as usize].segno;
+        self.tracking(&[old, segno], |sm| sm.cursegs[log as usize].segno = segno);
         let cs = &mut self.cursegs[log as usize];
-        cs.segno = segno;
         cs.next_blkoff = first_free as u16;
         cs.alloc_type = checkpoint_ssr();
         cs.sums = sums;
@@ -789,6 +870,7 @@ impl SegmentManager {
             seg.ckpt_valid_map = seg.valid_map;
             seg.ckpt_valid = seg.valid;
         }
+        self.free = self.count_free();
     }
 
     /// Checks the invariants in debug builds.
@@ -890,19 +972,6 @@ impl SegmentManager {
 impl SegmentManager {
     pub fn segs_per_sec(&self) -> u32 {
         self.segs_per_sec
-    }
-}
-
-impl SegmentManager {
-    /// Sections with no valid block now (free after the next checkpoint), current ones excluded.
-    pub fn free_sections_after_checkpoint(&self) -> u32 {
-        let per = self.segs_per_sec as usize;
-        (0..self.segs.len() / per)
-            .filter(|sec| {
-                (sec * per..(sec + 1) * per)
-                    .all(|s| self.segs[s].valid == 0 && !self.is_current(s as u32))
-            })
-            .count() as u32
     }
 }
 
