@@ -40,20 +40,6 @@ const MAX_LEN: u64 = 192 * 1024;
 const MAX_OP: u64 = 40 * 1024;
 const PAGE: u64 = 4096;
 
-fn fuse_available() -> bool {
-    let ok = Path::new("/dev/fuse").exists()
-        && find_tool("fusermount3").is_some()
-        && require_f2fs_tools();
-    if !ok {
-        let msg = "FUSE tests need /dev/fuse, fusermount3 (apt-get install fuse3) and f2fs-tools";
-        if std::env::var_os("CI").is_some() {
-            panic!("{msg}");
-        }
-        eprintln!("SKIPPING test: {msg}");
-    }
-    ok
-}
-
 fn f2fuse(args: &[&OsStr]) {
     let out = Command::new(env!("CARGO_BIN_EXE_f2fuse"))
         .args(args)
@@ -140,29 +126,6 @@ impl Drop for Mount {
     fn drop(&mut self) {
         if self.mounted {
             self.release(true);
-        }
-    }
-}
-
-/// xorshift64*: deterministic, no dependency.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
-    }
-
-    fn fill(&mut self, buf: &mut [u8]) {
-        for chunk in buf.chunks_mut(8) {
-            let v = self.next().to_le_bytes();
-            chunk.copy_from_slice(&v[..chunk.len()]);
         }
     }
 }

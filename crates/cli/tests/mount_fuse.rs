@@ -24,21 +24,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use support::*;
 
-/// True if FUSE mounts can be made here; else a skip note (a panic under CI).
-fn fuse_available() -> bool {
-    let ok = Path::new("/dev/fuse").exists()
-        && find_tool("fusermount3").is_some()
-        && require_f2fs_tools();
-    if !ok {
-        let msg = "FUSE tests need /dev/fuse, fusermount3 (apt-get install fuse3) and f2fs-tools";
-        if std::env::var_os("CI").is_some() {
-            panic!("{msg}");
-        }
-        eprintln!("SKIPPING test: {msg}");
-    }
-    ok
-}
-
 fn f2fuse(args: &[&OsStr]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_f2fuse"))
         .args(args)

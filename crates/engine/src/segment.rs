@@ -510,16 +510,25 @@ impl SegmentManager {
 
     /// Runs `change`, which may alter the segments `segnos` (their blocks or
     /// whether a log is on them), and brings `free` up to date.
+    /// Runs on every block allocation, so no heap: at most two segments.
     fn tracking<R>(&mut self, segnos: &[u32], change: impl FnOnce(&mut Self) -> R) -> R {
-        let mut secs: Vec<u32> = segnos.iter().map(|s| s / self.segs_per_sec).collect();
-        secs.sort_unstable();
-        secs.dedup();
-        for &sec in &secs {
+        debug_assert!(segnos.len() <= 2);
+        let mut sections = [0u32; 2];
+        let mut n = 0;
+        for &segno in segnos {
+            let sec = segno / self.segs_per_sec;
+            if !sections[..n].contains(&sec) {
+                sections[n] = sec;
+                n += 1;
+            }
+        }
+        let secs = &sections[..n];
+        for &sec in secs {
             let before = self.section_free(sec);
             self.free.add(before, -1);
         }
         let result = change(self);
-        for &sec in &secs {
+        for &sec in secs {
             let after = self.section_free(sec);
             self.free.add(after, 1);
         }
@@ -597,25 +606,19 @@ impl SegmentManager {
     /// (SSR).
     pub fn allocate(&mut self, log: CursegType, owner: Summary) -> Result<u32> {
         loop {
-            let cs = &self.cursegs[log as usize];
-            let seg = &self.segs[cs.segno as usize];
-            let mut off = cs.next_blkoff as usize;
-            if cs.alloc_type == checkpoint_ssr() {
-                while off < BLOCKS_PER_SEG as usize && !seg.slot_free(off) {
-                    off += 1;
-                }
-            }
+            let off = self.next_usable_offset(log);
             if off >= BLOCKS_PER_SEG as usize {
                 self.move_to_next_segment(log)?;
                 continue;
             }
+            let cs = &self.cursegs[log as usize];
             let segno = cs.segno;
             let ssr = cs.alloc_type == checkpoint_ssr();
             let now = self.elapsed_now();
             let cs = &mut self.cursegs[log as usize];
             cs.sums[off] = owner;
             cs.next_blkoff = off as u16 + 1;
-            let seg = &mut self.segs[segno as usize];
+            let seg = &self.segs[segno as usize];
             debug_assert!(seg.slot_free(off) || !ssr && !bitmap::test_bit_msb(&seg.valid_map, off));
             self.tracking(&[segno], |sm| sm.segs[segno as usize].mark_valid(off, now));
             self.dirty_sit.insert(segno);
@@ -635,19 +638,26 @@ impl SegmentManager {
     /// the log really writes next, or an fsync chain breaks there. With no
     /// free segment the log stays full; its next allocation reports ENOSPC.
     fn prepare_next_block(&mut self, log: CursegType) {
-        let cs = &self.cursegs[log as usize];
-        let seg = &self.segs[cs.segno as usize];
-        let mut off = cs.next_blkoff as usize;
-        if cs.alloc_type == checkpoint_ssr() {
-            while off < BLOCKS_PER_SEG as usize && !seg.slot_free(off) {
-                off += 1;
-            }
-        }
+        let off = self.next_usable_offset(log);
         self.cursegs[log as usize].next_blkoff = off as u16;
         if off >= BLOCKS_PER_SEG as usize {
             // ENOSPC here is reported by the next allocation instead.
             let _ = self.move_to_next_segment(log);
         }
+    }
+
+    /// The slot `log` can write next in its segment (BLOCKS_PER_SEG if
+    /// none): the next one for LFS, the next free one for SSR.
+    fn next_usable_offset(&self, log: CursegType) -> usize {
+        let cs = &self.cursegs[log as usize];
+        let mut off = cs.next_blkoff as usize;
+        if cs.alloc_type == checkpoint_ssr() {
+            let seg = &self.segs[cs.segno as usize];
+            while off < BLOCKS_PER_SEG as usize && !seg.slot_free(off) {
+                off += 1;
+            }
+        }
+        off
     }
 
     /// Moves a full log on: data logs fill the holes of a dirty segment (SSR)

@@ -193,39 +193,23 @@ fn run_ops(ops: &[Op]) {
     subject.finish();
 }
 
-/// xorshift64*: deterministic, no dependency.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+/// An offset below `limit`, block-aligned half of the time.
+fn random_offset(rng: &mut Rng, limit: u64) -> u64 {
+    let off = rng.below(limit);
+    if rng.below(2) == 0 {
+        off / BS * BS
+    } else {
+        off
     }
+}
 
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
-    }
-
-    /// An offset, block-aligned half of the time.
-    fn offset(&mut self, limit: u64) -> u64 {
-        let off = self.below(limit);
-        if self.below(2) == 0 {
-            off / BS * BS
-        } else {
-            off
-        }
-    }
-
-    /// A length of up to ~80 blocks, block-aligned half of the time.
-    fn len(&mut self) -> u64 {
-        let len = 1 + self.below(80 * BS);
-        if self.below(2) == 0 {
-            len.div_ceil(BS) * BS
-        } else {
-            len
-        }
+/// A length of up to ~80 blocks, block-aligned half of the time.
+fn random_len(rng: &mut Rng) -> u64 {
+    let len = 1 + rng.below(80 * BS);
+    if rng.below(2) == 0 {
+        len.div_ceil(BS) * BS
+    } else {
+        len
     }
 }
 
@@ -233,22 +217,22 @@ fn random_op(rng: &mut Rng, size: u64) -> Op {
     let keep_size = rng.below(2) == 0;
     let near = (size + 8 * BS).min(SPAN);
     let falloc = |rng: &mut Rng, mode| {
-        let off = rng.offset(near);
-        Op::Falloc(off, rng.len().min(SPAN - off).max(1), mode)
+        let off = random_offset(rng, near);
+        Op::Falloc(off, random_len(rng).min(SPAN - off).max(1), mode)
     };
     match rng.below(12) {
         0 | 1 => {
-            let off = rng.offset(near);
-            Op::Write(off, rng.len().min(SPAN - off).max(1))
+            let off = random_offset(rng, near);
+            Op::Write(off, random_len(rng).min(SPAN - off).max(1))
         }
-        2 => Op::Truncate(rng.offset(near)),
+        2 => Op::Truncate(random_offset(rng, near)),
         3 => falloc(rng, FallocMode::Allocate { keep_size }),
         4 | 5 => falloc(rng, FallocMode::PunchHole),
         6 => falloc(rng, FallocMode::ZeroRange { keep_size }),
         7 => falloc(rng, FallocMode::CollapseRange),
         8 => falloc(rng, FallocMode::InsertRange),
         9 | 10 => Op::Seek(
-            rng.offset(size + BS),
+            random_offset(rng, size + BS),
             if rng.below(2) == 0 {
                 SeekTarget::Data
             } else {

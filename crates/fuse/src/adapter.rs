@@ -334,6 +334,33 @@ impl F2fsFuse {
         }
     }
 
+    /// mknod, mkdir, symlink: checks the name, works out the owner of a new
+    /// inode in `parent` for the caller, has `make(parent, name, dir, owner)`
+    /// create it and replies with its entry.
+    fn reply_new_entry(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        reply: ReplyEntry,
+        make: impl FnOnce(u32, &[u8], &InodeInfo, (u32, u32)) -> Res<InodeInfo>,
+    ) {
+        let parent = match ino_of(parent) {
+            Ok(ino) => ino,
+            Err(e) => return reply.error(e),
+        };
+        self.shared.change();
+        let result = name_ok(name).and_then(|name| {
+            let dir = self.inode(parent)?;
+            let owner = self.new_owner(req, &dir);
+            make(parent, name, &dir, owner)
+        });
+        match result {
+            Ok(inode) => self.reply_entry(reply, &inode),
+            Err(e) => reply.error(e),
+        }
+    }
+
     fn do_create(
         &self,
         req: &Request,
@@ -659,20 +686,12 @@ impl Filesystem for F2fsFuse {
         rdev: u32,
         reply: ReplyEntry,
     ) {
-        let parent = ino_or_reply!(parent, reply);
-        self.shared.change();
-        let result = name_ok(name).and_then(|name| {
-            let dir = self.inode(parent)?;
-            let (uid, gid) = self.new_owner(req, &dir);
-            let mode = self.requested_mode(&dir, mode, umask)?;
+        self.reply_new_entry(req, parent, name, reply, |parent, name, dir, (uid, gid)| {
+            let mode = self.requested_mode(dir, mode, umask)?;
             self.fs
                 .mknod(parent, name, mode as u16, decode_dev(rdev), uid, gid)
                 .map_err(|e| errno(&e))
         });
-        match result {
-            Ok(inode) => self.reply_entry(reply, &inode),
-            Err(e) => reply.error(e),
-        }
     }
 
     fn mkdir(
@@ -684,12 +703,8 @@ impl Filesystem for F2fsFuse {
         umask: u32,
         reply: ReplyEntry,
     ) {
-        let parent = ino_or_reply!(parent, reply);
-        self.shared.change();
-        let result = name_ok(name).and_then(|name| {
-            let dir = self.inode(parent)?;
-            let (uid, gid) = self.new_owner(req, &dir);
-            let mut perm = (self.requested_mode(&dir, mode, umask)? & 0o7777) as u16;
+        self.reply_new_entry(req, parent, name, reply, |parent, name, dir, (uid, gid)| {
+            let mut perm = (self.requested_mode(dir, mode, umask)? & 0o7777) as u16;
             if dir.mode & libc::S_ISGID as u16 != 0 {
                 // New directories inherit the setgid bit (and with it the group).
                 perm |= libc::S_ISGID as u16;
@@ -698,10 +713,6 @@ impl Filesystem for F2fsFuse {
                 .mkdir(parent, name, perm, uid, gid)
                 .map_err(|e| errno(&e))
         });
-        match result {
-            Ok(inode) => self.reply_entry(reply, &inode),
-            Err(e) => reply.error(e),
-        }
     }
 
     fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
@@ -730,19 +741,17 @@ impl Filesystem for F2fsFuse {
         target: &Path,
         reply: ReplyEntry,
     ) {
-        let parent = ino_or_reply!(parent, reply);
-        self.shared.change();
-        let result = name_ok(link_name).and_then(|name| {
-            let dir = self.inode(parent)?;
-            let (uid, gid) = self.new_owner(req, &dir);
-            self.fs
-                .symlink(parent, name, target.as_os_str().as_bytes(), uid, gid)
-                .map_err(|e| errno(&e))
-        });
-        match result {
-            Ok(inode) => self.reply_entry(reply, &inode),
-            Err(e) => reply.error(e),
-        }
+        self.reply_new_entry(
+            req,
+            parent,
+            link_name,
+            reply,
+            |parent, name, _, (uid, gid)| {
+                self.fs
+                    .symlink(parent, name, target.as_os_str().as_bytes(), uid, gid)
+                    .map_err(|e| errno(&e))
+            },
+        );
     }
 
     fn rename(

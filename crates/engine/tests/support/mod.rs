@@ -82,6 +82,7 @@ pub mod engine_scan;
 pub mod file_model;
 pub mod hash;
 pub mod oracle;
+pub mod rng;
 pub mod scan;
 pub mod scratch;
 pub mod tools;
@@ -92,10 +93,12 @@ pub use engine_scan::{engine_content_hash, open_read_only, open_writable, scan_i
 pub use file_model::{Block, FileModel};
 pub use hash::{content_hash_of, content_hash_of_chunks, content_hash_of_file, ContentHasher};
 pub use oracle::{image_paths_and_inos, parse_dump_fields, scan_image_with_f2fs_tools, ROOT_INO};
+pub use rng::Rng;
 pub use scan::{escape_name, join_key, read_xattrs, scan_entry, scan_host_tree, HostEntry, Kind};
 pub use scratch::{Scratch, KEEP_SCRATCH_ENV};
 pub use tools::{
     build_image_from_tree, dump_f2fs_block, dump_f2fs_inode, find_tool, fsck_f2fs, fsck_f2fs_tree,
-    image_size_for_tree, mkfs_f2fs, require_f2fs_tools, require_tool, sload_f2fs, SloadOutcome,
+    fuse_available, image_size_for_tree, mkfs_f2fs, require_f2fs_tools, require_tool, sload_f2fs,
+    SloadOutcome,
 };
 pub use tree::{generate_edge_tree, huge_sparse_extents, mtime_for, paths, TreeInfo, TreeOptions};

@@ -50,6 +50,22 @@ pub fn require_f2fs_tools() -> bool {
     found.iter().all(|&f| f)
 }
 
+/// True if FUSE mounts can be made here (for the mount tests); else a skip
+/// note (a panic under CI).
+pub fn fuse_available() -> bool {
+    let ok = std::path::Path::new("/dev/fuse").exists()
+        && find_tool("fusermount3").is_some()
+        && require_f2fs_tools();
+    if !ok {
+        let msg = "FUSE tests need /dev/fuse, fusermount3 (apt-get install fuse3) and f2fs-tools";
+        if std::env::var_os("CI").is_some() {
+            panic!("{msg}");
+        }
+        eprintln!("SKIPPING test: {msg}");
+    }
+    ok
+}
+
 fn tool(name: &str) -> PathBuf {
     find_tool(name).unwrap_or_else(|| {
         panic!("{name} not found; install f2fs-tools (call require_tool first to skip)")
