@@ -266,7 +266,7 @@ pub fn extents(nm: &NodeManager, inode: &InodeInfo) -> Result<Vec<(u64, u32, u64
         .collect())
 }
 
-use crate::inode::{now, set_ctime, set_mtime, Ctx, FileKind as Kind};
+use crate::inode::{blocks_less, now, set_ctime, set_mtime, Ctx, FileKind as Kind};
 use f2fuse_layout::node::{max_file_blocks, I_ADDR_OFFSET};
 use f2fuse_layout::segment::Summary;
 
@@ -344,24 +344,11 @@ pub fn addr_slot(
             if !create {
                 return Ok(None);
             }
-            ctx.space.lock().reserve_blocks(1)?;
-            nid = match ctx.nm.alloc_nid() {
-                Ok(nid) => nid,
-                Err(e) => {
-                    ctx.space.lock().release_blocks(1);
-                    return Err(e);
-                }
+            let child = ChildNode {
+                ofs: path.node_ofs[level],
+                at: (parent, parent_expect, parent_byte),
             };
-            ctx.nm.new_node(
-                nid,
-                ino,
-                path.node_ofs[level],
-                inode.kind != Kind::Directory,
-            )?;
-            ctx.nm
-                .update_node(parent, parent_expect, |b| write_u32(b, parent_byte, nid))?;
-            ctx.space.lock().valid_nodes += 1;
-            ctx.update_inode(ino, |raw| raw.i_blocks.set(raw.i_blocks.get() + 1))?;
+            nid = link_new_node(ctx, inode, child)?;
         }
         if level == path.depth {
             return Ok(Some(AddrSlot {
@@ -375,6 +362,33 @@ pub fn addr_slot(
         parent_byte = 4 * path.slots[level];
     }
     unreachable!("the loop returns at the leaf level")
+}
+
+/// A node to create: its node offset and where its nid goes (parent nid,
+/// what the parent must be, byte offset of the nid in the parent block).
+struct ChildNode {
+    ofs: u32,
+    at: (u32, NodeExpect, usize),
+}
+
+/// Creates node `child` of `inode` and links it into its parent, unless a
+/// concurrent writer of another range linked one there first (checked
+/// under the parent's guard); returns the nid the parent now holds.
+fn link_new_node(ctx: &Ctx, inode: &InodeInfo, child: ChildNode) -> Result<u32> {
+    let (parent, parent_expect, byte) = child.at;
+    let nid = {
+        let mut parent_node = ctx.nm.lock_node(parent, parent_expect)?;
+        let existing = read_u32(parent_node.block(), byte);
+        if existing != 0 {
+            return Ok(existing);
+        }
+        let cold = inode.kind != Kind::Directory;
+        let nid = ctx.new_node(None, Some(inode.ino), child.ofs, cold)?;
+        write_u32(parent_node.block_mut(), byte, nid);
+        nid
+    };
+    ctx.update_inode(inode.ino, |raw| raw.i_blocks.set(raw.i_blocks.get() + 1))?;
+    Ok(nid)
 }
 
 fn slot_expect(inode: &InodeInfo, slot: &AddrSlot) -> NodeExpect {
@@ -413,6 +427,11 @@ pub fn write_blocks(
 /// [`write_blocks`], but a failure also says how many leading blocks were
 /// written: those are fully in place (data on disk, counted in i_blocks),
 /// the others untouched.
+///
+/// Blocks are allocated first, their data written, and only then do the
+/// nodes point at them (one guarded change per node), so a concurrent
+/// reader of a directory or of another range never maps a block whose
+/// data is not on the device yet.
 pub fn write_blocks_upto(
     ctx: &Ctx,
     inode: &InodeInfo,
@@ -421,75 +440,130 @@ pub fn write_blocks_upto(
     log: CursegType,
 ) -> std::result::Result<u64, (usize, Error)> {
     debug_assert!(data.len().is_multiple_of(F2FS_BLKSIZE));
-    let mut filled = 0u64;
-    let mut done = 0usize;
-    let mut run: Option<(u32, usize, usize)> = None; // (first addr, first chunk, chunks)
-    let mut place_all = || -> Result<()> {
-        for i in 0..data.len() / F2FS_BLKSIZE {
-            let index = first + i as u64;
-            let slot = addr_slot(ctx, inode, index, true)?.expect("created");
-            let old = get_addr(ctx, inode, &slot)?;
-            if old == NULL_ADDR {
-                ctx.space.lock().reserve_blocks(1)?;
-                filled += 1;
-            }
-            let version = ctx.nm.nat_entry(slot.nid)?.version;
-            let new = {
-                let mut space = ctx.space.lock();
-                let new = space.allocate(log, Summary::new(slot.nid, version, slot.ofs_in_node));
-                if let (Ok(_), true) = (&new, old != NULL_ADDR && old != NEW_ADDR) {
-                    space.invalidate(old);
-                }
-                new
-            };
-            let new = match new {
-                Ok(new) => new,
-                Err(e) => {
-                    if old == NULL_ADDR {
-                        ctx.space.lock().release_blocks(1);
-                        filled -= 1;
-                    }
-                    return Err(e);
-                }
-            };
-            set_addr(ctx, inode, &slot, new)?;
-            done = i + 1;
-            run = match run {
-                Some((start, from, n)) if start + n as u32 == new => Some((start, from, n + 1)),
-                Some((start, from, n)) => {
-                    ctx.dev.write_blocks(
-                        data_kind(inode),
-                        start as u64,
-                        &data[from * F2FS_BLKSIZE..(from + n) * F2FS_BLKSIZE],
-                    )?;
-                    Some((new, i, 1))
-                }
-                None => Some((new, i, 1)),
-            };
-        }
+    let mut placed: Vec<PlacedBlock> = Vec::with_capacity(data.len() / F2FS_BLKSIZE);
+    let allocated = (0..data.len() / F2FS_BLKSIZE).try_for_each(|i| {
+        let slot = addr_slot(ctx, inode, first + i as u64, true)?.expect("created");
+        let old = get_addr(ctx, inode, &slot)?;
+        placed.push(place_block(ctx, slot, old, log)?);
         Ok(())
-    };
-    let placed = place_all();
-    // On failure too, the blocks placed so far get their data and their count.
-    let flushed = match run {
-        Some((start, from, n)) => ctx.dev.write_blocks(
-            data_kind(inode),
-            start as u64,
-            &data[from * F2FS_BLKSIZE..(from + n) * F2FS_BLKSIZE],
-        ),
-        None => Ok(()),
-    };
-    let counted = if filled > 0 {
-        ctx.update_inode(inode.ino, |raw| {
-            raw.i_blocks.set(raw.i_blocks.get() + filled)
-        })
-    } else {
-        Ok(())
-    };
-    match placed.and(flushed).and(counted) {
-        Ok(()) => Ok(filled),
+    });
+    let done = placed.len();
+    let written = write_placed(ctx, inode, &placed, data);
+    let published = written.and_then(|()| publish_placed(ctx, inode, &placed));
+    match allocated.and(published) {
+        Ok(()) => Ok(placed.iter().filter(|p| p.old == NULL_ADDR).count() as u64),
         Err(e) => Err((done, e)),
     }
+}
+
+/// Writes `blocks` (file index → contents) of a file whose slots for them
+/// are holes as new blocks, and points the slots in nodes other than the
+/// inode at them. The slots in the inode itself are returned as (byte
+/// offset in the inode block, address) for the caller to set, and count in
+/// `i_blocks`, in the change that makes them reachable: an inline
+/// directory's inline area overlaps them until its conversion. On an
+/// error no block stays allocated.
+pub fn write_unpublished_blocks(
+    ctx: &Ctx,
+    inode: &InodeInfo,
+    blocks: &std::collections::BTreeMap<u64, Vec<u8>>,
+    log: CursegType,
+) -> Result<Vec<(usize, u32)>> {
+    let mut placed: Vec<PlacedBlock> = Vec::with_capacity(blocks.len());
+    let written = blocks.iter().try_for_each(|(&index, data)| {
+        let slot = addr_slot(ctx, inode, index, true)?.expect("created");
+        let block = place_block(ctx, slot, NULL_ADDR, log)?;
+        let new = block.new;
+        placed.push(block);
+        ctx.dev.write_blocks(data_kind(inode), new as u64, data)
+    });
+    if let Err(e) = written {
+        let mut space = ctx.space.lock();
+        for p in &placed {
+            space.invalidate(p.new);
+            space.release_blocks(1)?;
+        }
+        return Err(e);
+    }
+    let (in_inode, in_nodes): (Vec<PlacedBlock>, Vec<PlacedBlock>) =
+        placed.into_iter().partition(|p| p.slot.nid == inode.ino);
+    publish_placed(ctx, inode, &in_nodes)?;
+    Ok(in_inode.iter().map(|p| (p.slot.byte, p.new)).collect())
+}
+
+/// A file block given a new address that its node does not point at yet.
+struct PlacedBlock {
+    slot: AddrSlot,
+    old: u32,
+    new: u32,
+}
+
+/// Allocates a new address for the block at `slot`, which holds `old` (a
+/// hole's block is counted as used); the slot is not changed yet.
+fn place_block(ctx: &Ctx, slot: AddrSlot, old: u32, log: CursegType) -> Result<PlacedBlock> {
+    let version = ctx.nm.nat_entry(slot.nid)?.version;
+    let mut space = ctx.space.lock();
+    if old == NULL_ADDR {
+        space.reserve_blocks(1)?;
+    }
+    match space.allocate(log, Summary::new(slot.nid, version, slot.ofs_in_node)) {
+        Ok(new) => Ok(PlacedBlock { slot, old, new }),
+        Err(e) => {
+            if old == NULL_ADDR {
+                space.release_blocks(1)?;
+            }
+            Err(e)
+        }
+    }
+}
+
+/// Writes the data of `placed` (consecutive blocks of `data` from its
+/// start), one device request per run of consecutive addresses.
+fn write_placed(ctx: &Ctx, inode: &InodeInfo, placed: &[PlacedBlock], data: &[u8]) -> Result<()> {
+    let mut from = 0;
+    while from < placed.len() {
+        let mut to = from + 1;
+        while to < placed.len() && placed[to].new == placed[to - 1].new + 1 {
+            to += 1;
+        }
+        ctx.dev.write_blocks(
+            data_kind(inode),
+            placed[from].new as u64,
+            &data[from * F2FS_BLKSIZE..to * F2FS_BLKSIZE],
+        )?;
+        from = to;
+    }
+    Ok(())
+}
+
+/// Points the slots of `placed` at their new addresses (one guarded change
+/// per node), invalidates the old blocks and counts the filled holes.
+fn publish_placed(ctx: &Ctx, inode: &InodeInfo, placed: &[PlacedBlock]) -> Result<()> {
+    for same_node in placed.chunk_by(|a, b| a.slot.nid == b.slot.nid) {
+        let first = &same_node[0].slot;
+        ctx.nm
+            .update_node(first.nid, slot_expect(inode, first), |b| {
+                for p in same_node {
+                    write_u32(b, p.slot.byte, p.new);
+                }
+            })?;
+    }
+    let filled = {
+        let mut space = ctx.space.lock();
+        for p in placed
+            .iter()
+            .filter(|p| p.old != NULL_ADDR && p.old != NEW_ADDR)
+        {
+            space.invalidate(p.old);
+        }
+        placed.iter().filter(|p| p.old == NULL_ADDR).count() as u64
+    };
+    if filled > 0 {
+        ctx.update_inode(inode.ino, |raw| {
+            raw.i_blocks.set(raw.i_blocks.get() + filled)
+        })?;
+    }
+    Ok(())
 }
 
 /// Writes `data` at byte `offset` of a regular file or symlink, growing it.
@@ -608,31 +682,14 @@ fn finish_write(ctx: &Ctx, ino: u32, end: u64) -> Result<()> {
 }
 
 /// Frees an address found in a node: NEW_ADDR reservations and real blocks.
-fn free_addr(ctx: &Ctx, addr: u32) -> u64 {
-    match addr {
-        NULL_ADDR => 0,
-        NEW_ADDR => {
-            ctx.space.lock().release_blocks(1);
-            1
-        }
-        a => {
-            let mut space = ctx.space.lock();
-            space.invalidate(a);
-            space.release_blocks(1);
-            1
-        }
-    }
-}
-
-/// Frees a node block itself; returns 1 (the block it held).
-fn free_node_block(ctx: &Ctx, nid: u32) -> Result<u64> {
-    let old = ctx.nm.free_node(nid)?;
+fn free_addr(ctx: &Ctx, addr: u32) -> Result<u64> {
     let mut space = ctx.space.lock();
-    if let Some(addr) = old {
-        space.invalidate(addr);
+    match addr {
+        NULL_ADDR => return Ok(0),
+        NEW_ADDR => {}
+        a => space.invalidate(a),
     }
-    space.release_blocks(1);
-    space.valid_nodes -= 1;
+    space.release_blocks(1)?;
     Ok(1)
 }
 
@@ -671,7 +728,7 @@ fn truncate_node(
         let child_start = start + slot as u64 * child_span;
         if levels == 0 {
             if child_start >= from {
-                freed += free_addr(ctx, value);
+                freed += free_addr(ctx, value)?;
                 cleared.push(slot);
             }
         } else {
@@ -685,8 +742,8 @@ fn truncate_node(
         }
     }
     if start >= from {
-        freed += free_node_block(ctx, nid)?;
-        return Ok((freed, true));
+        ctx.free_node(nid, false)?;
+        return Ok((freed + 1, true));
     }
     if !cleared.is_empty() {
         ctx.nm.update_node(nid, expect, |b| {
@@ -728,7 +785,7 @@ pub fn truncate_blocks(ctx: &Ctx, ino: u32, from: u64) -> Result<()> {
     for index in from.min(a)..a {
         let addr = inode.inode().data_addr(&inode.layout, index as usize);
         if addr != NULL_ADDR {
-            freed += free_addr(ctx, addr);
+            freed += free_addr(ctx, addr)?;
             cleared.push(index as usize);
         }
     }
@@ -751,7 +808,8 @@ pub fn truncate_blocks(ctx: &Ctx, ino: u32, from: u64) -> Result<()> {
             cleared_nids.push(slot);
         }
     }
-    ctx.update_inode(ino, |raw| {
+    ctx.try_update_inode(ino, |raw| {
+        let blocks = blocks_less(raw, freed)?;
         let layout = inode.layout;
         for index in cleared {
             raw.set_data_addr(&layout, index, NULL_ADDR);
@@ -759,8 +817,9 @@ pub fn truncate_blocks(ctx: &Ctx, ino: u32, from: u64) -> Result<()> {
         for slot in cleared_nids {
             raw.i_nid[slot].set(0);
         }
-        raw.i_blocks.set(raw.i_blocks.get() - freed);
+        raw.i_blocks.set(blocks);
         raw.i_ext = Default::default();
+        Ok(())
     })
 }
 
@@ -810,12 +869,13 @@ pub fn punch_block(ctx: &Ctx, inode: &InodeInfo, index: u64) -> Result<()> {
         return Ok(());
     };
     let addr = get_addr(ctx, inode, &slot)?;
-    let freed = free_addr(ctx, addr);
+    let freed = free_addr(ctx, addr)?;
     if freed > 0 {
         set_addr(ctx, inode, &slot, NULL_ADDR)?;
-        ctx.update_inode(inode.ino, |raw| {
-            raw.i_blocks.set(raw.i_blocks.get() - freed);
+        ctx.try_update_inode(inode.ino, |raw| {
+            raw.i_blocks.set(blocks_less(raw, freed)?);
             raw.i_ext = Default::default();
+            Ok(())
         })?;
     }
     Ok(())
@@ -1050,8 +1110,13 @@ fn for_each_block(
         Ok(())
     })();
     if delta != 0 {
-        ctx.update_inode(inode.ino, |raw| {
-            raw.i_blocks.set((raw.i_blocks.get() as i64 + delta) as u64)
+        ctx.try_update_inode(inode.ino, |raw| {
+            let blocks = match delta {
+                d if d < 0 => blocks_less(raw, d.unsigned_abs())?,
+                d => raw.i_blocks.get() + d as u64,
+            };
+            raw.i_blocks.set(blocks);
+            Ok(())
         })?;
     }
     walked
@@ -1141,7 +1206,7 @@ fn free_blocks(ctx: &Ctx, inode: &InodeInfo, first: u64, end: u64) -> Result<()>
             return Ok(0);
         };
         set_addr(ctx, inode, &slot, NULL_ADDR)?;
-        Ok(-(free_addr(ctx, addr) as i64))
+        Ok(-(free_addr(ctx, addr)? as i64))
     })
 }
 

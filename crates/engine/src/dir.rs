@@ -12,6 +12,7 @@ use f2fuse_layout::dentry::{
 };
 use f2fuse_layout::hash::dentry_hash;
 use f2fuse_layout::*;
+use std::collections::BTreeMap;
 
 /// One directory entry as a caller sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -138,10 +139,11 @@ pub fn read_dir(dev: &Device, nm: &NodeManager, dir: &InodeInfo) -> Result<Vec<D
     Ok(out)
 }
 
-use crate::data::{addr_slot, get_addr, write_blocks};
+use crate::data::{addr_slot, get_addr, write_blocks, write_unpublished_blocks};
 use crate::error::Error;
 use crate::inode::{now, set_ctime, set_mtime, Ctx};
 use f2fuse_layout::dentry::DentrySetMut;
+use f2fuse_layout::node::inode_of_mut;
 
 /// Where an entry lives: the inline area, or dentry block `index`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -219,44 +221,52 @@ fn touch_dir(ctx: &Ctx, dir_ino: u32) -> Result<()> {
 
 /// Moves an inline directory's entries into dentry block 0 (slot for slot).
 /// With a `dir_level` n, hash level 0 has 2^n buckets and block 0 holds only
-/// the first, so every entry is added again where its hash belongs (the
-/// kernel's `f2fs_move_rehashed_dirents`).
+/// the first, so every entry goes where its hash belongs (the kernel's
+/// `f2fs_move_rehashed_dirents`). The blocks are written first and the
+/// inode switches from inline to blocks in one guarded change, so lock-free
+/// lookups find every entry throughout.
 pub fn convert_inline_dir(ctx: &Ctx, dir: &InodeInfo) -> Result<()> {
     let entries = inline::inline_dentries(dir).entries()?;
-    let rehash = dir.dir_level != 0;
-    if !rehash {
-        let mut block = vec![0u8; F2FS_BLKSIZE];
-        let mut set = DentrySetMut::new(&mut block, DentryGeometry::BLOCK);
-        for e in &entries {
-            set.insert(e.slot, e.name, e.ino, e.file_type);
-        }
-        // Block 0 first: its address word is not part of the inline area, and
-        // if there is no space the directory is still unchanged.
-        write_blocks(ctx, dir, 0, &block, CursegType::HotData)?;
+    let dir_level = dir.dir_level as u32;
+    let mut blocks: BTreeMap<u64, Vec<u8>> = BTreeMap::new();
+    for e in &entries {
+        let (index, slot) = if dir_level == 0 {
+            (0, e.slot)
+        } else {
+            let bucket = dentry_hash(e.name) as u64 % dir_buckets(0, dir_level);
+            let first = dir_block_index(0, dir_level, bucket);
+            // An inline directory's entries fit in the first block of any bucket.
+            let block = blocks
+                .entry(first)
+                .or_insert_with(|| vec![0u8; F2FS_BLKSIZE]);
+            let slots = e.name.len().div_ceil(F2FS_SLOT_LEN);
+            let slot = DentrySet::new(block, DentryGeometry::BLOCK)
+                .find_free_run(slots)
+                .ok_or_else(|| Corrupt::new("inline dentries", "more than one block holds"))?;
+            (first, slot)
+        };
+        let block = blocks
+            .entry(index)
+            .or_insert_with(|| vec![0u8; F2FS_BLKSIZE]);
+        DentrySetMut::new(block, DentryGeometry::BLOCK).insert(slot, e.name, e.ino, e.file_type);
     }
-    let moved: Vec<(Vec<u8>, u32, u8)> = if rehash {
-        entries
-            .iter()
-            .map(|e| (e.name.to_vec(), e.ino, e.file_type))
-            .collect()
-    } else {
-        Vec::new()
-    };
-    inline::with_inline_area(ctx, dir.ino, |area, _| area.fill(0))?;
+    let last_index = blocks.keys().next_back().copied().unwrap_or(0);
+    let in_inode = write_unpublished_blocks(ctx, dir, &blocks, CursegType::HotData)?;
     let flexible = ctx.check.features & feature::FLEXIBLE_INLINE_XATTR != 0;
-    ctx.update_inode(dir.ino, |raw| {
+    inline::retire_inline_area(ctx, dir.ino, |block| {
+        for &(byte, addr) in &in_inode {
+            block[byte..byte + 4].copy_from_slice(&addr.to_le_bytes());
+        }
+        let raw = inode_of_mut(block);
         raw.i_inline &= !inline_flag::INLINE_DENTRY;
         if !flexible {
             // Keep the 50-word xattr area the inline dentry flag reserved.
             raw.i_inline |= inline_flag::INLINE_XATTR;
         }
-        raw.i_size.set(if rehash { 0 } else { F2FS_BLKSIZE as u64 });
+        raw.i_blocks.set(raw.i_blocks.get() + in_inode.len() as u64);
+        raw.i_size.set((last_index + 1) * F2FS_BLKSIZE as u64);
         raw.i_current_depth.set(1);
-    })?;
-    for (name, ino, ft) in moved {
-        add_link(ctx, dir.ino, &name, ino, ft)?;
-    }
-    Ok(())
+    })
 }
 
 /// Adds `name -> ino` to `dir_ino` (the caller checked it does not exist).

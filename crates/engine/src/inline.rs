@@ -33,7 +33,7 @@ use crate::error::Result;
 use crate::inode::Ctx;
 use crate::node::NodeExpect;
 use f2fuse_layout::dentry::DentrySetMut;
-use f2fuse_layout::node::{inode_of, InodeLayout};
+use f2fuse_layout::node::{inode_of, inode_of_mut, InodeLayout};
 use f2fuse_layout::{file_type, F2FS_BLKSIZE};
 
 /// Runs `change` on the inline area (data or dentries) of inode `ino`.
@@ -88,13 +88,33 @@ pub fn truncate_inline_data(ctx: &Ctx, ino: u32, from: usize) -> Result<()> {
     })
 }
 
+/// Empties the inline area of inode `ino` and lets `retire` change the
+/// rest of the block (clear the inline flags, set what replaces them) in
+/// the same guarded change, so readers see the inline state whole or not
+/// at all.
+pub fn retire_inline_area(ctx: &Ctx, ino: u32, retire: impl FnOnce(&mut [u8])) -> Result<()> {
+    let features = ctx.check.features;
+    ctx.nm.update_node(
+        ino,
+        NodeExpect {
+            ino: Some(ino),
+            ofs: Some(0),
+        },
+        |block| {
+            let layout =
+                InodeLayout::of(inode_of(block), features).expect("inode validated on read");
+            block[layout.inline_data_range()].fill(0);
+            retire(block)
+        },
+    )
+}
+
 /// Takes a file's inline bytes out of the inode, clearing the inline state
 /// (block 0 is written first by the caller). Returns the bytes (up to i_size).
 pub fn take_inline_data(ctx: &Ctx, inode: &InodeInfo) -> Result<Vec<u8>> {
     let data = inline_data(inode).to_vec();
-    with_inline_area(ctx, inode.ino, |area, _| area.fill(0))?;
-    ctx.update_inode(inode.ino, |raw| {
-        raw.i_inline &= !(inline_flag::INLINE_DATA | inline_flag::DATA_EXIST)
+    retire_inline_area(ctx, inode.ino, |block| {
+        inode_of_mut(block).i_inline &= !(inline_flag::INLINE_DATA | inline_flag::DATA_EXIST)
     })?;
     debug_assert!(data.len() <= F2FS_BLKSIZE);
     Ok(data)

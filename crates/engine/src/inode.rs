@@ -241,21 +241,89 @@ impl Ctx<'_> {
         read_inode(self.nm, self.check, ino)
     }
 
-    /// Changes an inode block in the node cache.
+    /// Changes an inode block under its node guard.
     pub fn update_inode<R>(
         &self,
         ino: u32,
         change: impl FnOnce(&mut node::Inode) -> R,
     ) -> Result<R> {
-        self.nm.update_node(
-            ino,
-            NodeExpect {
-                ino: Some(ino),
-                ofs: Some(0),
-            },
-            |block| change(inode_of_mut(block)),
-        )
+        self.nm
+            .update_node(ino, inode_expect(ino), |block| change(inode_of_mut(block)))
     }
+
+    /// Like [`update_inode`](Self::update_inode) for a change that may
+    /// fail (e.g. a count that would drop below zero): then nothing changes.
+    pub fn try_update_inode<R>(
+        &self,
+        ino: u32,
+        change: impl FnOnce(&mut node::Inode) -> Result<R>,
+    ) -> Result<R> {
+        self.nm
+            .try_update_node(ino, inode_expect(ino), |block| change(inode_of_mut(block)))
+    }
+
+    /// The one way a node comes into being: its block reserved in the user
+    /// blocks, a nid (`nid`, or a free one), a zeroed block in the node
+    /// cache and the valid node (and inode) counts. `owner` None makes an
+    /// inode (its own owner); otherwise node `ofs` of inode `owner`, which
+    /// the caller links into the owner and counts in its `i_blocks`.
+    pub fn new_node(
+        &self,
+        nid: Option<u32>,
+        owner: Option<u32>,
+        ofs: u32,
+        cold: bool,
+    ) -> Result<u32> {
+        self.space.lock().reserve_blocks(1)?;
+        let created = nid.map_or_else(|| self.nm.alloc_nid(), Ok).and_then(|nid| {
+            self.nm
+                .new_node(nid, owner.unwrap_or(nid), ofs, cold)
+                .map(|()| nid)
+        });
+        let mut space = self.space.lock();
+        match created {
+            Ok(nid) => {
+                space.node_created(owner.is_none());
+                Ok(nid)
+            }
+            Err(e) => {
+                space.release_blocks(1)?;
+                Err(e)
+            }
+        }
+    }
+
+    /// The one way a node goes: NAT entry freed, its block invalidated and
+    /// uncounted (an inode's too if `inode`). The caller unlinks it.
+    pub fn free_node(&self, nid: u32, inode: bool) -> Result<()> {
+        let old = self.nm.free_node(nid)?;
+        let mut space = self.space.lock();
+        if let Some(addr) = old {
+            space.invalidate(addr);
+        }
+        space.node_freed(inode)
+    }
+}
+
+fn inode_expect(ino: u32) -> NodeExpect {
+    NodeExpect {
+        ino: Some(ino),
+        ofs: Some(0),
+    }
+}
+
+/// `i_blocks` less `freed`; fewer blocks than that is corruption.
+pub fn blocks_less(raw: &node::Inode, freed: u64) -> Result<u64> {
+    raw.i_blocks.get().checked_sub(freed).ok_or_else(|| {
+        Corrupt::new(
+            "inode",
+            format!(
+                "freeing {freed} blocks of {} counted in i_blocks",
+                raw.i_blocks.get()
+            ),
+        )
+        .into()
+    })
 }
 
 /// Current time as an inode timestamp.
@@ -312,16 +380,8 @@ fn has_extension(name: &[u8], exts: &[String]) -> bool {
 pub fn create_inode(ctx: &Ctx, spec: &NewInode, dir_level: u8) -> Result<u32> {
     let kind = FileKind::from_mode(spec.mode)
         .ok_or_else(|| Error::errno(libc::EINVAL, format!("mode {:#o}", spec.mode)))?;
-    ctx.space.lock().reserve_blocks(1)?;
-    let ino = match ctx.nm.alloc_nid() {
-        Ok(ino) => ino,
-        Err(e) => {
-            ctx.space.lock().release_blocks(1);
-            return Err(e);
-        }
-    };
     let dir = kind == FileKind::Directory;
-    ctx.nm.new_node(ino, ino, 0, !dir)?;
+    let ino = ctx.new_node(None, None, 0, !dir)?;
     let features = ctx.check.features;
     let t = now();
     ctx.nm.update_node(ino, NodeExpect::default(), |block| {
@@ -388,9 +448,6 @@ pub fn create_inode(ctx: &Ctx, spec: &NewInode, dir_level: u8) -> Result<u32> {
             inode.set_rdev(&layout, spec.rdev.0, spec.rdev.1);
         }
     })?;
-    let mut space = ctx.space.lock();
-    space.valid_nodes += 1;
-    space.valid_inodes += 1;
     Ok(ino)
 }
 

@@ -1,7 +1,7 @@
 //! The f2fuse engine: an F2FS implementation in user space, split the way
 //! the kernel's fs/f2fs is. Lower modules never use higher ones:
 //!
-//! `stats` < `device` < `superblock` < `checkpoint` < `segment` < `node`
+//! `lock_order` < `stats` < `device` < `superblock` < `checkpoint` < `segment` < `node`
 //! < `inode` < `flags` < `inline` < `data` < `xattr` < `acl` < `dir` < `gc`
 //! < `tunables` < `commit` < `recovery` < `report` < `fs` (the facade), with
 //! `mkfs` beside `fs` using only the device and the layout crate.
@@ -19,6 +19,7 @@ pub mod fsck;
 pub mod gc;
 pub mod inline;
 pub mod inode;
+pub mod lock_order;
 pub mod mkfs;
 pub mod node;
 pub mod recovery;

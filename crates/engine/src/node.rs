@@ -8,16 +8,24 @@
 //! checkpoint's bitmap selects. Node contents: the dirty node cache, else
 //! the block the NAT entry points at. A node created since the last flush
 //! has block_addr `NEW_ADDR` and lives only in the cache.
+//!
+//! Invariant: a node block is changed only through a [`NodeGuard`], which
+//! holds the node's lock from reading the block to putting the changed copy
+//! in the dirty cache (as the kernel holds a locked node page), so two
+//! changes of one node never lose each other. Readers get a consistent copy
+//! without the guard. A node write drops a dirty entry only if it is still
+//! the copy it wrote (its generation), so a change made meanwhile stays dirty.
 
 use crate::checkpoint::CheckpointState;
 use crate::device::{Block, Device, IoKind};
 use crate::error::{Error, Result};
+use crate::lock_order::{self, Level};
 use crate::stats::ShardedCounters;
 use f2fuse_layout::node::{footer_of, footer_of_mut};
 use f2fuse_layout::segment::{nat_block_addr, NatBlock, NatEntry};
 use f2fuse_layout::superblock::SuperBlock;
 use f2fuse_layout::*;
-use parking_lot::{Mutex, RwLock};
+use parking_lot::{Mutex, MutexGuard, RwLock};
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 use zerocopy::FromBytes;
@@ -73,6 +81,24 @@ struct NatState {
     scanned_blocks: u32,
 }
 
+/// A dirty node block and the generation of this copy.
+struct DirtyNode {
+    block: Block,
+    generation: u64,
+}
+
+/// A node block copied for writing: `generation` is that of the dirty copy
+/// it came from (None if it was clean).
+pub struct NodeCopy {
+    pub nid: u32,
+    pub block: Block,
+    generation: Option<u64>,
+}
+
+/// Node locks, by nid modulo this count (a thread holds one at a time, so
+/// two nids sharing a lock never deadlock).
+const NODE_LOCK_STRIPES: usize = 256;
+
 pub struct NodeManager {
     dev: Arc<Device>,
     nat_blkaddr: u32,
@@ -82,7 +108,9 @@ pub struct NodeManager {
     max_nid: u32,
     nat: RwLock<NatState>,
     /// Node blocks modified since they were last written, by nid.
-    dirty_nodes: Mutex<HashMap<u32, Block>>,
+    dirty_nodes: Mutex<DirtyNodes>,
+    /// The node guards' locks (see [`NodeGuard`]).
+    node_locks: Box<[Mutex<()>]>,
     /// Recently read or written node blocks by block address. A block's
     /// content only changes when a node is written there, which refreshes
     /// the entry, so lookups through the NAT never see stale bytes.
@@ -133,7 +161,8 @@ impl NodeManager {
                 scan_block: (hint / NAT_ENTRY_PER_BLOCK).min(nat_blocks_per_copy.saturating_sub(1)),
                 scanned_blocks: 0,
             }),
-            dirty_nodes: Mutex::new(HashMap::new()),
+            dirty_nodes: Mutex::new(DirtyNodes::default()),
+            node_locks: (0..NODE_LOCK_STRIPES).map(|_| Mutex::new(())).collect(),
             clean: Mutex::new(CleanCache::default()),
             alloc_lock: Mutex::new(()),
             lookups: ShardedCounters::default(),
@@ -257,7 +286,12 @@ impl NodeManager {
                 )));
             }
         }
-        let cached = self.dirty_nodes.lock().get(&nid).cloned();
+        let cached = self
+            .dirty_nodes
+            .lock()
+            .nodes
+            .get(&nid)
+            .map(|d| d.block.clone());
         let block = match cached {
             Some(block) => {
                 self.lookups.add(NodeSource::Dirty as usize, 1);
@@ -305,20 +339,53 @@ impl NodeManager {
         Ok(block)
     }
 
-    /// Applies `change` to node `nid` (read through `expect`) in the cache.
+    /// Locks node `nid` (read through `expect`) for changing it; the change
+    /// reaches the dirty cache when the guard is dropped.
+    pub fn lock_node(&self, nid: u32, expect: NodeExpect) -> Result<NodeGuard<'_>> {
+        let order = lock_order::acquire(Level::Node, 0, false);
+        let lock = self.node_locks[nid as usize % NODE_LOCK_STRIPES].lock();
+        let block = self.read_node(nid, expect)?;
+        Ok(NodeGuard {
+            nm: self,
+            nid,
+            block,
+            changed: false,
+            _lock: lock,
+            _order: order,
+        })
+    }
+
+    /// Applies `change` to node `nid` (read through `expect`) under its guard.
     pub fn update_node<R>(
         &self,
         nid: u32,
         expect: NodeExpect,
         change: impl FnOnce(&mut [u8]) -> R,
     ) -> Result<R> {
-        let mut block = self.read_node(nid, expect)?;
-        let result = change(&mut block);
+        let mut guard = self.lock_node(nid, expect)?;
+        Ok(change(guard.block_mut()))
+    }
+
+    /// Like [`update_node`](Self::update_node) for a change that may fail:
+    /// on an error nothing is changed (`change` must fail before writing).
+    pub fn try_update_node<R>(
+        &self,
+        nid: u32,
+        expect: NodeExpect,
+        change: impl FnOnce(&mut [u8]) -> Result<R>,
+    ) -> Result<R> {
+        let mut guard = self.lock_node(nid, expect)?;
+        let mut block = guard.block.clone();
+        let result = change(&mut block)?;
+        *guard.block_mut() = block;
+        Ok(result)
+    }
+
+    fn insert_dirty(&self, nid: u32, mut block: Block) {
         if footer_of(&block).ofs() == 0 {
             update_inode_checksum(&mut block, self.features, self.checksum_seed);
         }
         self.dirty_nodes.lock().insert(nid, block);
-        Ok(result)
     }
 
     /// Creates a zeroed node block for `nid`, owned by `ino`, at node offset `ofs`.
@@ -334,14 +401,14 @@ impl NodeManager {
         }
         self.set_nat(nid, NatEntry::new(old.version, ino, NEW_ADDR));
         self.nat.write().created_since_checkpoint.insert(nid);
-        self.dirty_nodes.lock().insert(nid, block);
+        self.insert_dirty(nid, block);
         Ok(())
     }
 
     /// Frees node `nid`; returns the block it occupied on disk (to invalidate), if any.
     pub fn free_node(&self, nid: u32) -> Result<Option<u32>> {
         let old = self.nat_entry(nid)?;
-        self.dirty_nodes.lock().remove(&nid);
+        self.dirty_nodes.lock().nodes.remove(&nid);
         let addr = old.block_addr.get();
         // The version changes so stale summaries and fsync chains never match a reused nid.
         self.set_nat(
@@ -380,52 +447,60 @@ impl NodeManager {
     /// What an fsync of `ino` writes: its dirty direct nodes (and xattr
     /// node) in nid order, then its inode block, dirty or not, last (it
     /// carries the marks). None when none of them is dirty.
-    pub fn fsync_nodes_of(&self, ino: u32) -> Result<Option<Vec<(u32, Block)>>> {
+    pub fn fsync_nodes_of(&self, ino: u32) -> Result<Option<Vec<NodeCopy>>> {
         let (mut nodes, inode_dirty) = {
             let dirty = self.dirty_nodes.lock();
-            let nodes: Vec<(u32, Block)> = dirty
+            let nodes: Vec<NodeCopy> = dirty
+                .nodes
                 .iter()
-                .filter(|(nid, block)| {
-                    let footer = footer_of(block);
+                .filter(|(nid, node)| {
+                    let footer = footer_of(&node.block);
                     **nid != ino
                         && footer.ino.get() == ino
                         && (is_dnode_offset(footer.ofs()) || footer.ofs() == XATTR_NODE_OFFSET)
                 })
-                .map(|(nid, block)| (*nid, block.clone()))
+                .map(|(nid, node)| node.copy(*nid))
                 .collect();
-            (nodes, dirty.contains_key(&ino))
+            (nodes, dirty.nodes.get(&ino).map(|node| node.copy(ino)))
         };
-        if nodes.is_empty() && !inode_dirty {
+        if nodes.is_empty() && inode_dirty.is_none() {
             return Ok(None);
         }
-        nodes.sort_by_key(|(nid, _)| *nid);
-        let inode = self.read_node(
-            ino,
-            NodeExpect {
-                ino: Some(ino),
-                ofs: Some(0),
+        nodes.sort_by_key(|node| node.nid);
+        let inode = match inode_dirty {
+            Some(copy) => copy,
+            None => NodeCopy {
+                nid: ino,
+                block: self.read_node(
+                    ino,
+                    NodeExpect {
+                        ino: Some(ino),
+                        ofs: Some(0),
+                    },
+                )?,
+                generation: None,
             },
-        )?;
-        nodes.push((ino, inode));
+        };
+        nodes.push(inode);
         Ok(Some(nodes))
     }
 
     pub fn dirty_node_count(&self) -> usize {
-        self.dirty_nodes.lock().len()
+        self.dirty_nodes.lock().nodes.len()
     }
 
     /// Copies of every dirty node, in nid order, for writing. They stay in
     /// the cache (readers keep finding them) until `write_nodes` has put
-    /// each on disk and pointed the NAT at it. The caller must exclude
-    /// writers meanwhile (the checkpoint lock).
-    pub fn dirty_nodes(&self) -> Vec<(u32, Block)> {
-        let mut all: Vec<(u32, Block)> = self
+    /// each on disk and pointed the NAT at it.
+    pub fn dirty_nodes(&self) -> Vec<NodeCopy> {
+        let mut all: Vec<NodeCopy> = self
             .dirty_nodes
             .lock()
+            .nodes
             .iter()
-            .map(|(nid, b)| (*nid, b.clone()))
+            .map(|(nid, node)| node.copy(*nid))
             .collect();
-        all.sort_by_key(|(nid, _)| *nid);
+        all.sort_by_key(|node| node.nid);
         all
     }
 
@@ -549,6 +624,76 @@ impl NodeManager {
     }
 }
 
+/// A node block locked for changing (see the module docs). Read it with
+/// [`block`](Self::block); [`block_mut`](Self::block_mut) marks it changed,
+/// and dropping the guard then puts the block in the dirty cache (inode
+/// checksum updated) before the lock is released.
+pub struct NodeGuard<'a> {
+    nm: &'a NodeManager,
+    nid: u32,
+    block: Block,
+    changed: bool,
+    _lock: MutexGuard<'a, ()>,
+    _order: lock_order::Held,
+}
+
+impl NodeGuard<'_> {
+    pub fn block(&self) -> &[u8] {
+        &self.block
+    }
+
+    pub fn block_mut(&mut self) -> &mut Block {
+        self.changed = true;
+        &mut self.block
+    }
+}
+
+impl Drop for NodeGuard<'_> {
+    fn drop(&mut self) {
+        if self.changed {
+            let block = std::mem::take(&mut self.block);
+            self.nm.insert_dirty(self.nid, block);
+        }
+    }
+}
+
+/// The dirty node cache: blocks by nid, each with the generation of its
+/// last change.
+#[derive(Default)]
+struct DirtyNodes {
+    nodes: HashMap<u32, DirtyNode>,
+    next_generation: u64,
+}
+
+impl DirtyNodes {
+    fn insert(&mut self, nid: u32, block: Block) {
+        self.next_generation += 1;
+        let generation = self.next_generation;
+        self.nodes.insert(nid, DirtyNode { block, generation });
+    }
+
+    /// Drops `nid` unless it changed after the copy of `generation` was taken.
+    fn remove_if_unchanged(&mut self, nid: u32, generation: u64) {
+        if self
+            .nodes
+            .get(&nid)
+            .is_some_and(|n| n.generation == generation)
+        {
+            self.nodes.remove(&nid);
+        }
+    }
+}
+
+impl DirtyNode {
+    fn copy(&self, nid: u32) -> NodeCopy {
+        NodeCopy {
+            nid,
+            block: self.block.clone(),
+            generation: Some(self.generation),
+        }
+    }
+}
+
 /// A bounded FIFO cache of node blocks by block address.
 #[derive(Default)]
 struct CleanCache {
@@ -628,12 +773,17 @@ impl NodeManager {
         &self,
         space: &Mutex<SegmentManager>,
         stamp: NodeStamp,
-        nodes: Vec<(u32, Block)>,
+        nodes: Vec<NodeCopy>,
         marks: NodeMarks,
     ) -> Result<()> {
-        let mut placed: Vec<(u32, u32, Block)> = Vec::with_capacity(nodes.len());
+        let mut placed: Vec<(u32, u32, Block, Option<u64>)> = Vec::with_capacity(nodes.len());
         let count = nodes.len();
-        for (i, (nid, mut block)) in nodes.into_iter().enumerate() {
+        for (i, node) in nodes.into_iter().enumerate() {
+            let NodeCopy {
+                nid,
+                mut block,
+                generation,
+            } = node;
             let log = node_log(&block);
             let addr = {
                 let mut sm = space.lock();
@@ -651,9 +801,9 @@ impl NodeManager {
                 update_inode_checksum(&mut block, stamp.features, stamp.checksum_seed);
             }
             self.clean.lock().insert(addr, &block);
-            placed.push((addr, nid, block));
+            placed.push((addr, nid, block, generation));
         }
-        placed.sort_by_key(|(addr, _, _)| *addr);
+        placed.sort_by_key(|(addr, ..)| *addr);
         let mut i = 0;
         while i < placed.len() {
             let mut j = i + 1;
@@ -661,7 +811,7 @@ impl NodeManager {
                 j += 1;
             }
             let mut buf = Vec::with_capacity((j - i) * F2FS_BLKSIZE);
-            for (_, _, block) in &placed[i..j] {
+            for (_, _, block, _) in &placed[i..j] {
                 buf.extend_from_slice(block);
             }
             self.dev
@@ -671,16 +821,18 @@ impl NodeManager {
         // Only now that the blocks are written may readers reach them through the NAT.
         if marks != NodeMarks::None {
             let mut nat = self.nat.write();
-            for (_, nid, block) in &placed {
+            for (_, nid, block, _) in &placed {
                 if footer_of(block).ofs() == 0 {
                     nat.fsynced_inodes.insert(*nid);
                 }
             }
         }
-        for (addr, nid, _) in placed {
+        for (addr, nid, _, generation) in placed {
             let old = self.nat_entry(nid)?.block_addr.get();
             self.set_node_addr(nid, addr)?;
-            self.dirty_nodes.lock().remove(&nid);
+            if let Some(generation) = generation {
+                self.dirty_nodes.lock().remove_if_unchanged(nid, generation);
+            }
             if old != NULL_ADDR && old != NEW_ADDR {
                 space.lock().invalidate(old);
             }

@@ -260,15 +260,10 @@ fn create_inode_from(ctx: &Ctx, c: &ChainBlock) -> Result<()> {
         raw.i_xattr_nid.set(0);
         raw.i_inline = src.inline & (inline_flag::INLINE_XATTR | inline_flag::EXTRA_ATTR);
     }
-    ctx.space.lock().reserve_blocks(1)?;
-    ctx.nm
-        .new_node(ino, ino, 0, footer_of(&c.block).is_cold())?;
+    ctx.new_node(Some(ino), None, 0, footer_of(&c.block).is_cold())?;
     ctx.nm.update_node(ino, inode_expect(ino), |b| {
         b[..NODE_PAYLOAD_SIZE].copy_from_slice(&block[..NODE_PAYLOAD_SIZE])
     })?;
-    let mut space = ctx.space.lock();
-    space.valid_nodes += 1;
-    space.valid_inodes += 1;
     Ok(())
 }
 
@@ -465,13 +460,13 @@ fn recover_addresses(ctx: &Ctx, ino: u32, c: &ChainBlock) -> Result<()> {
                     blocks_delta += 1;
                 }
                 (NEW_ADDR, NULL_ADDR) => {
-                    space.release_blocks(1);
+                    space.release_blocks(1)?;
                     blocks_delta -= 1;
                 }
                 (NEW_ADDR, _) => {}
                 (old, NULL_ADDR) => {
                     space.invalidate(old);
-                    space.release_blocks(1);
+                    space.release_blocks(1)?;
                     blocks_delta -= 1;
                 }
                 (old, _) => space.invalidate(old),
@@ -551,7 +546,7 @@ fn release_previous_slot(ctx: &Ctx, blkaddr: u32) -> Result<()> {
     {
         let mut space = ctx.space.lock();
         space.invalidate(blkaddr);
-        space.release_blocks(1);
+        space.release_blocks(1)?;
     }
     ctx.update_inode(ino, |raw| {
         raw.i_blocks.set(raw.i_blocks.get().saturating_sub(1));

@@ -853,9 +853,44 @@ impl SegmentManager {
         self.checkpoint_valid_blocks + self.reserved_since_checkpoint <= self.user_blocks
     }
 
-    pub fn release_blocks(&mut self, blocks: u64) {
-        debug_assert!(self.valid_blocks >= blocks);
-        self.valid_blocks -= blocks;
+    /// Accounts `blocks` fewer blocks in use; more than are counted is
+    /// corruption (an on-disk count that was wrong).
+    pub fn release_blocks(&mut self, blocks: u64) -> Result<()> {
+        self.valid_blocks = self.valid_blocks.checked_sub(blocks).ok_or_else(|| {
+            Corrupt::new(
+                "checkpoint",
+                format!(
+                    "freeing {blocks} blocks with {} counted in use",
+                    self.valid_blocks
+                ),
+            )
+        })?;
+        Ok(())
+    }
+
+    /// Counts a new node block (its space reserved already), an inode too if `inode`.
+    pub fn node_created(&mut self, inode: bool) {
+        self.valid_nodes += 1;
+        if inode {
+            self.valid_inodes += 1;
+        }
+    }
+
+    /// Uncounts a freed node block (and inode); one more than counted is corruption.
+    pub fn node_freed(&mut self, inode: bool) -> Result<()> {
+        let underflow =
+            |what: &str| Corrupt::new("checkpoint", format!("freeing a {what} with none counted"));
+        self.valid_nodes = self
+            .valid_nodes
+            .checked_sub(1)
+            .ok_or_else(|| underflow("node"))?;
+        if inode {
+            self.valid_inodes = self
+                .valid_inodes
+                .checked_sub(1)
+                .ok_or_else(|| underflow("inode"))?;
+        }
+        self.release_blocks(1)
     }
 
     /// Blocks still available to users.

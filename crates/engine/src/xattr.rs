@@ -29,7 +29,7 @@ pub fn read_xattrs(nm: &NodeManager, inode: &InodeInfo) -> Result<Vec<XattrEntry
 }
 
 use crate::error::Error;
-use crate::inode::{now, set_ctime, Ctx};
+use crate::inode::{blocks_less, now, set_ctime, Ctx};
 use f2fuse_layout::node::{inode_of_mut, InodeLayout};
 use f2fuse_layout::xattr::{encode_xattrs, encoded_len, split_name, XATTR_NAME_MAX};
 
@@ -178,21 +178,8 @@ pub fn ensure_xattr_node(ctx: &Ctx, inode: &InodeInfo) -> Result<u32> {
     if inode.xattr_nid != 0 {
         return Ok(inode.xattr_nid);
     }
-    ctx.space.lock().reserve_blocks(1)?;
-    let xnid = match ctx.nm.alloc_nid() {
-        Ok(nid) => nid,
-        Err(e) => {
-            ctx.space.lock().release_blocks(1);
-            return Err(e);
-        }
-    };
-    ctx.nm.new_node(
-        xnid,
-        inode.ino,
-        XATTR_NODE_OFFSET,
-        inode.kind != crate::inode::FileKind::Directory,
-    )?;
-    ctx.space.lock().valid_nodes += 1;
+    let cold = inode.kind != crate::inode::FileKind::Directory;
+    let xnid = ctx.new_node(None, Some(inode.ino), XATTR_NODE_OFFSET, cold)?;
     ctx.update_inode(inode.ino, |raw| {
         raw.i_xattr_nid.set(xnid);
         raw.i_blocks.set(raw.i_blocks.get() + 1);
@@ -202,17 +189,10 @@ pub fn ensure_xattr_node(ctx: &Ctx, inode: &InodeInfo) -> Result<u32> {
 
 /// Frees the xattr node of inode `ino`.
 pub fn free_xattr_node(ctx: &Ctx, ino: u32, xnid: u32) -> Result<()> {
-    let old = ctx.nm.free_node(xnid)?;
-    {
-        let mut space = ctx.space.lock();
-        if let Some(addr) = old {
-            space.invalidate(addr);
-        }
-        space.release_blocks(1);
-        space.valid_nodes -= 1;
-    }
-    ctx.update_inode(ino, |raw| {
+    ctx.free_node(xnid, false)?;
+    ctx.try_update_inode(ino, |raw| {
+        raw.i_blocks.set(blocks_less(raw, 1)?);
         raw.i_xattr_nid.set(0);
-        raw.i_blocks.set(raw.i_blocks.get() - 1);
+        Ok(())
     })
 }

@@ -1,0 +1,336 @@
+//! File data and attributes: write, fallocate, seek, setattr, set_flags.
+//! Data changes hold the blocks they touch (range locks) and the inode
+//! lock shared; attribute changes hold the inode lock exclusively.
+
+use super::locks::{Mode, WHOLE_FILE};
+use super::{Fs, FsCounter};
+use crate::acl::AclKind;
+use crate::data::{self, FallocMode, SeekTarget};
+use crate::error::{Error, Result};
+use crate::flags::{self, deny_if_immutable, deny_if_locked};
+use crate::inline;
+use crate::inode::{now, set_atime, set_ctime, set_mtime, FileKind, InodeInfo, Timestamp};
+use crate::xattr::{self, SetMode};
+use f2fuse_layout::*;
+use std::ops::Range;
+
+/// A time to set: an explicit value or "now".
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TimeSet {
+    Now,
+    At(Timestamp),
+}
+
+/// Attribute changes for `setattr`; `None` leaves a field alone.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SetAttr {
+    /// Permission bits (0o7777); the file type is kept.
+    pub mode: Option<u16>,
+    pub uid: Option<u32>,
+    pub gid: Option<u32>,
+    pub size: Option<u64>,
+    pub atime: Option<TimeSet>,
+    pub mtime: Option<TimeSet>,
+    /// The change time to record instead of the current time: a kernel
+    /// that keeps file times itself (FUSE with the writeback cache) sends
+    /// the one it gave the change.
+    pub ctime: Option<Timestamp>,
+    /// Also drop privileges as the VFS does for ATTR_KILL_SUID/SGID/PRIV
+    /// (a write, truncate or chown by someone without CAP_FSETID, or any
+    /// chown): clear set-user-ID, set-group-ID if group-executable, and the
+    /// `security.capability` xattr. Directories are left alone.
+    pub kill_privileges: bool,
+}
+
+impl SetAttr {
+    fn is_empty(&self) -> bool {
+        !self.kill_privileges
+            && self.mode.is_none()
+            && self.uid.is_none()
+            && self.gid.is_none()
+            && self.size.is_none()
+            && self.atime.is_none()
+            && self.mtime.is_none()
+            && self.ctime.is_none()
+    }
+
+    /// EPERM for what the immutable and append-only flags forbid (the
+    /// VFS's notify_change and truncate rules).
+    fn check_flags(&self, inode: &InodeInfo) -> Result<()> {
+        if self.is_empty() {
+            return Ok(());
+        }
+        deny_if_immutable(inode, "attribute change")?;
+        if self.size.is_some() {
+            deny_if_locked(inode, "truncate")?;
+        }
+        if self.mode.is_some() || self.uid.is_some() || self.gid.is_some() {
+            deny_if_locked(inode, "mode or owner change")?;
+        }
+        // A kernel keeping times itself reports a write as mtime + ctime
+        // without atime; append-only files may be written, so that passes.
+        let write_times = self.ctime.is_some() && self.atime.is_none();
+        let explicit = |t: Option<TimeSet>| matches!(t, Some(TimeSet::At(_)));
+        if explicit(self.atime) || (explicit(self.mtime) && !write_times) {
+            deny_if_locked(inode, "setting times")?;
+        }
+        Ok(())
+    }
+}
+
+/// File capabilities, dropped with set-user-ID (see `SetAttr::kill_privileges`).
+const CAPABILITY_XATTR: &[u8] = b"security.capability";
+
+/// Permission bits without set-user-ID, and without set-group-ID when the
+/// group may execute (otherwise it marks mandatory locking, which stays).
+fn without_privileges(perm: u16) -> u16 {
+    let mut perm = perm & !(libc::S_ISUID as u16);
+    if perm & libc::S_IXGRP as u16 != 0 {
+        perm &= !(libc::S_ISGID as u16);
+    }
+    perm
+}
+
+/// The blocks bytes `[offset, offset + len)` touch (at least one block).
+pub(super) fn blocks_of(offset: u64, len: u64) -> Range<u64> {
+    let bs = F2FS_BLKSIZE as u64;
+    let end = offset.saturating_add(len.max(1));
+    offset / bs..end.div_ceil(bs)
+}
+
+/// A write is done in steps of this size, so cleaning can run between them.
+const WRITE_STEP: usize = 1 << 20;
+
+impl Fs {
+    /// The blocks a change of bytes `[offset, offset + len)` of `ino` must
+    /// hold: from block 0 on while the file is inline, since moving its
+    /// inline bytes out writes block 0.
+    fn blocks_to_change(&self, ino: u32, offset: u64, len: u64) -> Range<u64> {
+        let blocks = blocks_of(offset, len);
+        match self.inode(ino) {
+            Ok(inode) if inline::has_inline_data(&inode) => 0..blocks.end.max(1),
+            _ => blocks,
+        }
+    }
+
+    /// Writes `data` at `offset` of file `ino`; returns the bytes written
+    /// (short at the largest file size, or when space runs out midway).
+    /// Overlapping writes, reads, truncation and fallocate of the same
+    /// blocks wait for each other; large writes go in 1 MiB steps (cleaning
+    /// may run between them), all holding the request's blocks.
+    pub fn write(&self, ino: u32, offset: u64, buf: &[u8]) -> Result<usize> {
+        self.healthy_writer()?;
+        let blocks = self.blocks_to_change(ino, offset, buf.len() as u64);
+        let _range = self.locks().range(ino, blocks, Mode::Exclusive);
+        let mut generation = None;
+        let mut done = 0;
+        for chunk in buf.chunks(WRITE_STEP) {
+            // A short step ends the write; so does an error once some
+            // bytes are written (a short write: the caller sees the error next).
+            match self.write_step(ino, offset + done as u64, chunk, &mut generation) {
+                Ok(n) => {
+                    done += n;
+                    if n < chunk.len() {
+                        break;
+                    }
+                }
+                Err(e) if done == 0 => return Err(e),
+                Err(_) => break,
+            }
+        }
+        if buf.is_empty() {
+            self.write_step(ino, offset, buf, &mut generation)?;
+        }
+        self.counters
+            .add(FsCounter::UserBytesWritten as usize, done as u64);
+        Ok(done)
+    }
+
+    /// One step of `write`; `generation` makes later steps fail with ESTALE
+    /// if the inode was freed and its number reused meanwhile.
+    fn write_step(
+        &self,
+        ino: u32,
+        offset: u64,
+        buf: &[u8],
+        generation: &mut Option<u32>,
+    ) -> Result<usize> {
+        self.mutate(|ctx| {
+            let _inode = self.locks().inode(ino, Mode::Shared);
+            let inode = self.caller_inode(ctx, ino)?;
+            if generation.is_some_and(|g| g != inode.generation) {
+                return Err(Error::errno(
+                    libc::ESTALE,
+                    format!("inode {ino} was replaced"),
+                ));
+            }
+            *generation = Some(inode.generation);
+            match inode.kind {
+                FileKind::Regular => {}
+                FileKind::Directory => {
+                    return Err(Error::errno(libc::EISDIR, format!("inode {ino}")))
+                }
+                _ => {
+                    return Err(Error::errno(
+                        libc::EINVAL,
+                        format!("inode {ino} is not a regular file"),
+                    ))
+                }
+            }
+            deny_if_immutable(&inode, "writing")?;
+            if flags::is_append_only(&inode) && offset < inode.size {
+                self.check_unchanged(&inode, offset, buf)?;
+            }
+            data::write_data(ctx, ino, offset, buf)
+        })
+    }
+
+    /// EPERM unless writing `buf` at `offset` leaves the bytes an
+    /// append-only file already has as they are. The kernel enforces
+    /// append-only at open (O_APPEND), but with the FUSE writeback cache
+    /// an append reaches us as a rewrite of the last partial page, so a
+    /// write below the end is refused only if it would change data.
+    fn check_unchanged(&self, inode: &InodeInfo, offset: u64, buf: &[u8]) -> Result<()> {
+        let overlap = (inode.size - offset).min(buf.len() as u64) as usize;
+        let mut old = vec![0u8; overlap];
+        let n = data::read_data(&self.dev, &self.nm, inode, offset, &mut old)?;
+        if n != overlap || old != buf[..overlap] {
+            return Err(Error::errno(
+                libc::EPERM,
+                format!("inode {} is append-only: changing its data", inode.ino),
+            ));
+        }
+        Ok(())
+    }
+
+    /// fallocate(2) on regular file `ino`: preallocation, hole punching,
+    /// zeroing, collapsing and inserting ranges (see [`FallocMode`]).
+    /// Collapse and insert move the whole file's blocks: they hold all of
+    /// it and the inode lock exclusively; the others hold their range.
+    pub fn fallocate(&self, ino: u32, offset: u64, len: u64, mode: FallocMode) -> Result<()> {
+        self.healthy_writer()?;
+        let shifts = matches!(mode, FallocMode::CollapseRange | FallocMode::InsertRange);
+        let (blocks, inode_mode) = if shifts {
+            (WHOLE_FILE, Mode::Exclusive)
+        } else {
+            (self.blocks_to_change(ino, offset, len), Mode::Shared)
+        };
+        let _range = self.locks().range(ino, blocks, Mode::Exclusive);
+        self.mutate(|ctx| {
+            let _inode = self.locks().inode(ino, inode_mode);
+            match self.caller_inode(ctx, ino)?.kind {
+                FileKind::Regular => data::fallocate(ctx, ino, offset, len, mode),
+                FileKind::Directory => Err(Error::errno(libc::EISDIR, format!("inode {ino}"))),
+                // As the VFS: fallocate on a fifo is ESPIPE, on other files ENODEV.
+                FileKind::Fifo => Err(Error::errno(libc::ESPIPE, format!("inode {ino}"))),
+                _ => Err(Error::errno(libc::ENODEV, format!("inode {ino}"))),
+            }
+        })
+    }
+
+    /// lseek(2) SEEK_DATA / SEEK_HOLE on file `ino` from byte `offset`.
+    pub fn seek(&self, ino: u32, offset: u64, target: SeekTarget) -> Result<u64> {
+        let _read = self.read_guard();
+        let _inode = self
+            .writer
+            .as_ref()
+            .map(|_| self.locks().inode(ino, Mode::Shared));
+        let inode = self.inode(ino)?;
+        if inode.kind == FileKind::Directory {
+            return Err(Error::errno(libc::EISDIR, format!("inode {ino}")));
+        }
+        data::seek(&self.nm, &inode, offset, target)
+    }
+
+    /// Changes attributes; returns the inode afterwards. A size change
+    /// holds the whole file (no write or read of it runs meanwhile).
+    pub fn setattr(&self, ino: u32, attr: &SetAttr) -> Result<InodeInfo> {
+        self.healthy_writer()?;
+        let _range = attr
+            .size
+            .map(|_| self.locks().range(ino, WHOLE_FILE, Mode::Exclusive));
+        self.mutate(|ctx| {
+            let _inode = self.locks().inode(ino, Mode::Exclusive);
+            let inode = self.caller_inode(ctx, ino)?;
+            attr.check_flags(&inode)?;
+            let kill = attr.kill_privileges && inode.kind != FileKind::Directory;
+            let mode = match attr.mode {
+                Some(perm) if kill => Some(without_privileges(perm)),
+                None if kill => Some(without_privileges(inode.mode & 0o7777))
+                    .filter(|&perm| perm != inode.mode & 0o7777),
+                other => other,
+            };
+            if kill {
+                match xattr::set_xattr(ctx, ino, CAPABILITY_XATTR, None, SetMode::Replace) {
+                    Err(e) if e.to_errno() == libc::ENODATA => {}
+                    other => other?,
+                }
+            }
+            if let Some(perm) = mode {
+                // chmod rewrites the access ACL to agree (posix_acl_chmod).
+                if let Some(mut acl) = self.acl(&inode, AclKind::Access)? {
+                    acl.chmod(perm);
+                    let bytes = acl.to_bytes();
+                    let name = AclKind::Access.xattr_name();
+                    xattr::set_xattr(ctx, ino, name, Some(&bytes), SetMode::Replace)?;
+                }
+            }
+            if let Some(size) = attr.size {
+                match inode.kind {
+                    FileKind::Regular => data::truncate(ctx, ino, size)?,
+                    FileKind::Directory => {
+                        return Err(Error::errno(libc::EISDIR, format!("inode {ino}")))
+                    }
+                    _ => {
+                        return Err(Error::errno(
+                            libc::EINVAL,
+                            format!("inode {ino} is not a regular file"),
+                        ))
+                    }
+                }
+            }
+            let t = now();
+            let resolve = |ts: TimeSet| match ts {
+                TimeSet::Now => t,
+                TimeSet::At(x) => x,
+            };
+            ctx.update_inode(ino, |raw| {
+                if let Some(perm) = mode {
+                    raw.i_mode
+                        .set((raw.i_mode.get() & mode::S_IFMT) | (perm & 0o7777));
+                }
+                if let Some(uid) = attr.uid {
+                    raw.i_uid.set(uid);
+                }
+                if let Some(gid) = attr.gid {
+                    raw.i_gid.set(gid);
+                }
+                if let Some(a) = attr.atime {
+                    set_atime(raw, resolve(a));
+                }
+                if let Some(m) = attr.mtime {
+                    set_mtime(raw, resolve(m));
+                }
+                set_ctime(raw, attr.ctime.unwrap_or(t));
+            })
+        })?;
+        self.inode(ino)
+    }
+
+    /// FS_IOC_SETFLAGS: stores the settable FS_*_FL bits of `requested`
+    /// (see `flags`); the caller checks who may change immutable and
+    /// append-only (CAP_LINUX_IMMUTABLE). Returns the inode afterwards.
+    pub fn set_flags(&self, ino: u32, requested: u32) -> Result<InodeInfo> {
+        self.mutate(|ctx| {
+            let _inode = self.locks().inode(ino, Mode::Exclusive);
+            let inode = self.caller_inode(ctx, ino)?;
+            let stored = flags::flags_to_store(&inode, requested)?;
+            let t = now();
+            ctx.update_inode(ino, |raw| {
+                raw.i_flags.set(stored);
+                set_ctime(raw, t);
+            })
+        })?;
+        self.inode(ino)
+    }
+}

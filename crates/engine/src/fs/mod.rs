@@ -1,0 +1,266 @@
+//! The facade: one open F2FS image and POSIX-like operations on it, split
+//! as the kernel's fs/f2fs is: `open` (mount), `read` (lookups and reads),
+//! `namei` (names), `file` (data, attributes, fallocate, seek), `xattr`,
+//! `evict` (open counts, orphans, freeing inodes), `sync` (fsync and
+//! checkpoints), `clean` (driving garbage collection), `info` (status,
+//! statfs, tunables), `locks` (the lock table).
+//!
+//! # Lock protocol
+//!
+//! Taken in this order only (checked in debug builds by `lock_order`):
+//!
+//! 1. range locks of one file (`locks`): a write holds its blocks
+//!    exclusively, a read shares them, for the whole request;
+//! 2. `op_lock`: every step of an operation holds it shared (readers
+//!    recursively), checkpoints and cleaning exclusively, so they never see
+//!    an operation half done; a write longer than one step (1 MiB) lets
+//!    cleaning run between steps;
+//! 3. the rename lock (renames between directories);
+//! 4. directory locks, ascending inode number: every change of a
+//!    directory's entries;
+//! 5. inode locks, ascending inode number: exclusive on every inode an
+//!    attribute, xattr or namespace operation changes, shared by data
+//!    reads and writes;
+//! 6. the fsync-chain lock (one chain in the warm node log at a time);
+//! 7. one node guard (`node::NodeGuard`): a node block is changed only
+//!    while its guard is held;
+//! 8. leaf locks (segment manager, NAT, node caches, counters): held
+//!    briefly, never while waiting for another lock, never across file
+//!    data I/O.
+//!
+//! Namespace operations look a name up under its directory's lock; when
+//! the operation turns out to change another directory that comes earlier
+//! in the order, they release and take the whole set in order, then look
+//! again (`namei::lock_dirs_for`).
+//!
+//! What is atomic: a write (up to the 1 MiB step: longer writes in 1 MiB
+//! steps) against reads and writes of overlapping blocks, truncation and
+//! fallocate; each namespace operation against every other one and against
+//! lookups (a lookup sees a rename's new name before the old one goes);
+//! each attribute change.
+
+mod clean;
+mod evict;
+mod file;
+mod info;
+mod locks;
+mod namei;
+mod open;
+mod read;
+mod sync;
+mod xattr;
+
+pub use file::{SetAttr, TimeSet};
+pub use namei::RenameFlags;
+
+use crate::checkpoint::CheckpointState;
+use crate::device::Device;
+use crate::error::{Error, Result};
+use crate::gc::GcState;
+use crate::inode::{Ctx, InodeCheck, InodeInfo};
+use crate::lock_order::{self, Level};
+use crate::node::NodeManager;
+use crate::segment::{SegmentManager, SitTable};
+use crate::stats::ShardedCounters;
+use crate::superblock::LoadedSuperblock;
+use crate::tunables::Tunables;
+use f2fuse_layout::*;
+use locks::Locks;
+use parking_lot::{Mutex, RwLock, RwLockReadGuard};
+use std::collections::{BTreeSet, HashMap};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// How to open an image.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct OpenOptions {
+    /// Use O_DIRECT on the image file.
+    pub direct: bool,
+    /// Open for writing.
+    pub writable: bool,
+}
+
+/// File system totals, as statfs reports them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StatFs {
+    pub block_size: u32,
+    pub blocks: u64,
+    pub blocks_free: u64,
+    pub blocks_available: u64,
+    pub files: u64,
+    pub files_free: u64,
+    pub name_max: u32,
+}
+
+/// Time since mount: the wall clock, or a simulated one for deterministic
+/// experiments (`Fs::set_simulated_clock`).
+struct Clock {
+    mounted_at: Instant,
+    simulated: Mutex<Option<Duration>>,
+}
+
+impl Clock {
+    fn since_mount(&self) -> Duration {
+        self.simulated
+            .lock()
+            .unwrap_or_else(|| self.mounted_at.elapsed())
+    }
+}
+
+/// State only a writable file system has.
+struct Writer {
+    space: Mutex<SegmentManager>,
+    /// Operations share it; checkpoints and cleaning take it exclusively.
+    op_lock: RwLock<()>,
+    /// Directory, inode and range locks, and the rename lock.
+    locks: Locks,
+    /// One fsync chain at a time in the warm node log: a chain's blocks
+    /// must follow each other there, in the order they become durable.
+    chain_lock: Mutex<()>,
+    /// Unlinked inodes still open: freed at release, or at the next mount.
+    orphans: Mutex<BTreeSet<u32>>,
+    /// Something roll-forward cannot replay changed since the last
+    /// checkpoint (a directory's xattrs): every fsync checkpoints until the
+    /// next one (the kernel's SBI_NEED_CP).
+    need_checkpoint: AtomicBool,
+    open_counts: Mutex<HashMap<u32, u32>>,
+    /// Set after an error that may have left the in-memory state ahead of the
+    /// disk: no further checkpoint may be written.
+    failed: AtomicBool,
+    /// Time since mount (`clock`) of the last checkpoint.
+    last_checkpoint: Mutex<Duration>,
+    clock: Clock,
+    tunables: Mutex<Tunables>,
+    cold_exts: Vec<String>,
+    hot_exts: Vec<String>,
+    gc: Mutex<GcState>,
+    /// Sections kept free for cleaning (checkpoint rsvd_segment_count).
+    reserved_sections: u32,
+}
+
+pub struct Fs {
+    dev: Arc<Device>,
+    loaded_sb: LoadedSuperblock,
+    cp: RwLock<CheckpointState>,
+    nm: NodeManager,
+    check: InodeCheck,
+    sit: Mutex<Option<Arc<SitTable>>>,
+    writer: Option<Writer>,
+    /// Indexed by [`FsCounter`]; sharded because reads and writes of many
+    /// threads bump them.
+    counters: ShardedCounters<3>,
+}
+
+/// What the facade counts itself (the layers below count their own work).
+enum FsCounter {
+    /// Bytes callers passed to `write` and got accepted.
+    UserBytesWritten,
+    /// Bytes `read` returned.
+    UserBytesRead,
+    CheckpointsWritten,
+}
+
+impl Fs {
+    fn writer(&self) -> &Writer {
+        self.writer.as_ref().expect("checked by write_guard")
+    }
+
+    fn locks(&self) -> &Locks {
+        &self.writer().locks
+    }
+
+    fn ctx(&self) -> Ctx<'_> {
+        let w = self.writer();
+        Ctx {
+            dev: &self.dev,
+            nm: &self.nm,
+            space: &w.space,
+            check: &self.check,
+            cold_exts: &w.cold_exts,
+            hot_exts: &w.hot_exts,
+        }
+    }
+
+    /// Readers of a writable file system share the operation lock, so they
+    /// never see a checkpoint or a cleaning pass half done. Recursive: the
+    /// facade's writers call its readers while holding the lock shared.
+    fn read_guard(&self) -> Option<(RwLockReadGuard<'_, ()>, lock_order::Held)> {
+        self.writer.as_ref().map(|w| {
+            let order = lock_order::acquire(Level::Op, 0, true);
+            (w.op_lock.read_recursive(), order)
+        })
+    }
+
+    /// The writer of a writable file system no error has made read-only.
+    fn healthy_writer(&self) -> Result<&Writer> {
+        let w = self
+            .writer
+            .as_ref()
+            .ok_or_else(|| Error::errno(libc::EROFS, "opened read-only"))?;
+        if w.failed.load(Ordering::Relaxed) {
+            return Err(Error::errno(
+                libc::EROFS,
+                "an earlier error made the file system read-only",
+            ));
+        }
+        Ok(w)
+    }
+
+    /// Admits one step of a mutating operation: the file system must be
+    /// writable and healthy; holds the operation lock shared.
+    fn write_guard(&self) -> Result<(RwLockReadGuard<'_, ()>, lock_order::Held)> {
+        let w = self.healthy_writer()?;
+        let order = lock_order::acquire(Level::Op, 0, true);
+        Ok((w.op_lock.read(), order))
+    }
+
+    /// Runs `work` with `op_lock` held exclusively (checkpoints, cleaning);
+    /// an error marks the file system failed, as the disk may lag memory.
+    fn exclusive<R>(&self, work: impl FnOnce(&Writer) -> Result<R>) -> Result<R> {
+        let w = self.healthy_writer()?;
+        let _order = lock_order::acquire(Level::Op, 0, false);
+        let _exclusive = w.op_lock.write();
+        // Another thread may have failed while this one waited for the lock.
+        let w = self.healthy_writer()?;
+        let result = work(w);
+        if result.is_err() {
+            w.failed.store(true, Ordering::Relaxed);
+        }
+        result
+    }
+
+    /// Runs one step of a mutating operation under the operation lock;
+    /// errors other than expected POSIX ones turn the file system read-only
+    /// (the in-memory state may be ahead of disk). Cleaning may run before
+    /// it and a checkpoint after it, so the caller holds no lock but range
+    /// locks.
+    fn mutate<R>(&self, op: impl FnOnce(&Ctx) -> Result<R>) -> Result<R> {
+        self.ensure_space()?;
+        let result = {
+            let _op = self.write_guard()?;
+            op(&self.ctx())
+        };
+        match &result {
+            Err(Error::Errno { .. }) | Ok(_) => self.maybe_checkpoint()?,
+            Err(_) => self.writer().failed.store(true, Ordering::Relaxed),
+        }
+        result
+    }
+
+    /// Inode `ino` as a caller names it: ESTALE if it no longer exists (a
+    /// library caller may hold a number after its file was freed), instead
+    /// of the corruption a dangling on-disk reference would be.
+    fn caller_inode(&self, ctx: &Ctx, ino: u32) -> Result<InodeInfo> {
+        let stale = || Error::errno(libc::ESTALE, format!("inode {ino} no longer exists"));
+        if ino < F2FS_ROOT_INO || ino >= self.nm.max_nid() {
+            return Err(stale());
+        }
+        // Freed, or (after a checkpoint) reused for another inode's node.
+        let entry = self.nm.nat_entry(ino)?;
+        if entry.block_addr.get() == NULL_ADDR || entry.ino.get() != ino {
+            return Err(stale());
+        }
+        ctx.inode(ino)
+    }
+}

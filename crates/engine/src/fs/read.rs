@@ -1,0 +1,194 @@
+//! Lookups and reads. Readers take no directory lock (directory changes
+//! are published whole); file data reads share the range they read.
+
+use super::locks::Mode;
+use super::{Fs, FsCounter};
+use crate::acl::{Acl, AclKind};
+use crate::data;
+use crate::dir::{self, DirEntryInfo};
+use crate::error::{Error, Result};
+use crate::flags;
+use crate::inline;
+use crate::inode::{read_inode, FileKind, InodeInfo};
+use crate::report::FileExtents;
+use crate::xattr::read_xattrs;
+use f2fuse_layout::xattr::is_visible;
+use f2fuse_layout::*;
+
+impl Fs {
+    pub fn inode(&self, ino: u32) -> Result<InodeInfo> {
+        let _read = self.read_guard();
+        read_inode(&self.nm, &self.check, ino)
+    }
+
+    pub(super) fn dir_inode(&self, ino: u32) -> Result<InodeInfo> {
+        let dir = self.inode(ino)?;
+        if dir.kind != FileKind::Directory {
+            return Err(Error::errno(libc::ENOTDIR, format!("inode {ino}")));
+        }
+        Ok(dir)
+    }
+
+    /// Looks `name` up in directory `dir_ino`.
+    pub fn lookup(&self, dir_ino: u32, name: &[u8]) -> Result<DirEntryInfo> {
+        let _read = self.read_guard();
+        if name.len() > F2FS_NAME_LEN {
+            return Err(Error::errno(
+                libc::ENAMETOOLONG,
+                String::from_utf8_lossy(name),
+            ));
+        }
+        let dir = self.dir_inode(dir_ino)?;
+        dir::lookup(&self.dev, &self.nm, &dir, name)?
+            .ok_or_else(|| Error::errno(libc::ENOENT, String::from_utf8_lossy(name)))
+    }
+
+    /// Resolves an absolute or root-relative path without following symlinks.
+    pub fn resolve(&self, path: &str) -> Result<InodeInfo> {
+        let mut ino = F2FS_ROOT_INO;
+        for component in path.split('/').filter(|c| !c.is_empty() && *c != ".") {
+            ino = self
+                .lookup(ino, component.as_bytes())
+                .map_err(|e| match e {
+                    Error::Errno { errno, .. } => Error::errno(errno, path),
+                    other => other,
+                })?
+                .ino;
+        }
+        self.inode(ino)
+    }
+
+    pub fn read_dir(&self, dir_ino: u32) -> Result<Vec<DirEntryInfo>> {
+        let _read = self.read_guard();
+        let dir = self.dir_inode(dir_ino)?;
+        dir::read_dir(&self.dev, &self.nm, &dir)
+    }
+
+    /// Reads file bytes at `offset`; returns how many were read (0 at EOF).
+    /// The caller's `inode` is a snapshot: concurrent writers are not
+    /// excluded (see [`read_ino`](Self::read_ino)).
+    pub fn read(&self, inode: &InodeInfo, offset: u64, buf: &mut [u8]) -> Result<usize> {
+        let _read = self.read_guard();
+        if inode.kind == FileKind::Directory {
+            return Err(Error::errno(libc::EISDIR, format!("inode {}", inode.ino)));
+        }
+        let n = data::read_data(&self.dev, &self.nm, inode, offset, buf)?;
+        self.counters
+            .add(FsCounter::UserBytesRead as usize, n as u64);
+        Ok(n)
+    }
+
+    /// Reads the current contents of file `ino`: never part of a
+    /// concurrent write of the same blocks (their range is shared).
+    pub fn read_ino(&self, ino: u32, offset: u64, buf: &mut [u8]) -> Result<usize> {
+        let _range = self.writer.as_ref().map(|_| {
+            self.locks().range(
+                ino,
+                super::file::blocks_of(offset, buf.len() as u64),
+                Mode::Shared,
+            )
+        });
+        let _read = self.read_guard();
+        let _inode = self
+            .writer
+            .as_ref()
+            .map(|_| self.locks().inode(ino, Mode::Shared));
+        let inode = self.inode(ino)?;
+        self.read(&inode, offset, buf)
+    }
+
+    pub fn read_link(&self, inode: &InodeInfo) -> Result<Vec<u8>> {
+        let _read = self.read_guard();
+        if inode.kind != FileKind::Symlink {
+            return Err(Error::errno(
+                libc::EINVAL,
+                format!("inode {} is not a symlink", inode.ino),
+            ));
+        }
+        let mut target = vec![0u8; inode.size as usize];
+        let n = data::read_data(&self.dev, &self.nm, inode, 0, &mut target)?;
+        target.truncate(n);
+        Ok(target)
+    }
+
+    /// User-visible xattrs as (full name, value), in stored order.
+    pub fn xattrs(&self, inode: &InodeInfo) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        let _read = self.read_guard();
+        read_xattrs(&self.nm, inode)?
+            .into_iter()
+            .filter(|e| is_visible(e.index))
+            .map(|e| {
+                let value = if f2fuse_layout::xattr::is_acl_index(e.index) {
+                    f2fuse_layout::xattr::acl_from_disk(&e.value)
+                        .map_err(|c| Error::from(c.at(format!("inode {}", inode.ino))))?
+                } else {
+                    e.value.clone()
+                };
+                Ok((e.full_name(), value))
+            })
+            .collect()
+    }
+
+    pub fn get_xattr(&self, inode: &InodeInfo, name: &[u8]) -> Result<Vec<u8>> {
+        self.xattrs(inode)?
+            .into_iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v)
+            .ok_or_else(|| Error::errno(libc::ENODATA, String::from_utf8_lossy(name)))
+    }
+
+    /// The ACL of `kind` stored on `inode`, if any.
+    pub fn acl(&self, inode: &InodeInfo, kind: AclKind) -> Result<Option<Acl>> {
+        match self.get_xattr(inode, kind.xattr_name()) {
+            Ok(bytes) => Acl::parse(&bytes)
+                .map(Some)
+                .map_err(|e| Corrupt::new("ACL", format!("inode {}: {e}", inode.ino)).into()),
+            Err(e) if e.to_errno() == libc::ENODATA => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Physical extents: (file block, block address, length).
+    pub fn extents(&self, inode: &InodeInfo) -> Result<Vec<(u64, u32, u64)>> {
+        let _read = self.read_guard();
+        data::extents(&self.nm, inode)
+    }
+
+    /// The extents of the file at `path` (not following a final symlink),
+    /// consistent with concurrent writers of that file.
+    pub fn file_extents(&self, path: &str) -> Result<FileExtents> {
+        let ino = self.resolve(path)?.ino;
+        let _range = self.writer.as_ref().map(|_| {
+            self.locks()
+                .range(ino, super::locks::WHOLE_FILE, Mode::Shared)
+        });
+        let _read = self.read_guard();
+        let inode = self.inode(ino)?;
+        Ok(FileExtents {
+            path: path.to_string(),
+            ino,
+            size: inode.size,
+            blocks: inode.blocks,
+            inline: inline::has_inline_data(&inode) || inline::has_inline_dentry(&inode),
+            extents: data::extent_map(&self.nm, &inode)?,
+        })
+    }
+
+    pub fn has_inline_data(&self, inode: &InodeInfo) -> bool {
+        inline::has_inline_data(inode)
+    }
+
+    /// The inode flags FS_IOC_GETFLAGS reports (FS_*_FL bits).
+    pub fn get_flags(&self, inode: &InodeInfo) -> u32 {
+        flags::get_flags(inode)
+    }
+
+    /// The project id FS_IOC_FSGETXATTR reports: 0 (the default project)
+    /// unless the image has project quotas, as in the kernel.
+    pub fn project_id(&self, inode: &InodeInfo) -> u32 {
+        if self.superblock().feature.get() & feature::PRJQUOTA == 0 {
+            return 0;
+        }
+        inode.inode().projid(&inode.layout).unwrap_or(0)
+    }
+}
