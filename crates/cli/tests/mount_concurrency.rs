@@ -66,7 +66,7 @@ use std::panic::{self, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
-use support::{content_hash_of, fsck_f2fs, fuse_available, scan_image};
+use support::{content_hash_of, fsck_f2fs, fuse_available, is_mounted, scan_image};
 use support::{HostEntry, Kind, Rng, Scratch};
 
 // ---- the shape of the load ----
@@ -1589,16 +1589,6 @@ fn f2fuse_mkfs(img: &Path, size: &str, features: &str) {
         .output()
         .expect("run f2fuse mkfs");
     assert!(out.status.success(), "mkfs: {out:?}");
-}
-
-/// Whether something is mounted exactly at `dir` (from /proc/self/mountinfo;
-/// as in mount_fuse.rs).
-fn is_mounted(dir: &Path) -> bool {
-    let dir = dir.to_str().unwrap();
-    fs::read_to_string("/proc/self/mountinfo")
-        .unwrap()
-        .lines()
-        .any(|l| l.split(' ').nth(4) == Some(dir))
 }
 
 /// `f2fuse mount -f`, the daemon a child of the test with its stderr (a

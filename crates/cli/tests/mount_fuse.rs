@@ -43,15 +43,6 @@ fn f2fuse_mkfs(img: &Path, size: &str) {
     assert!(out.status.success(), "mkfs: {out:?}");
 }
 
-/// Whether something is mounted exactly at `dir` (from /proc/self/mountinfo).
-fn is_mounted(dir: &Path) -> bool {
-    let dir = dir.to_str().unwrap();
-    fs::read_to_string("/proc/self/mountinfo")
-        .unwrap()
-        .lines()
-        .any(|l| l.split(' ').nth(4) == Some(dir))
-}
-
 /// Processes with `img` open (like `fuser IMG`).
 fn holders(img: &Path) -> Vec<u32> {
     let img = img.canonicalize().unwrap();

@@ -50,6 +50,15 @@ pub fn require_f2fs_tools() -> bool {
     found.iter().all(|&f| f)
 }
 
+/// Whether something is mounted exactly at `dir` (from /proc/self/mountinfo).
+pub fn is_mounted(dir: &Path) -> bool {
+    let dir = dir.to_str().unwrap();
+    std::fs::read_to_string("/proc/self/mountinfo")
+        .unwrap()
+        .lines()
+        .any(|l| l.split(' ').nth(4) == Some(dir))
+}
+
 /// True if FUSE mounts can be made here (for the mount tests); else a skip
 /// note (a panic under CI).
 pub fn fuse_available() -> bool {
