@@ -65,7 +65,8 @@ pub fn acquire(level: Level, key: u64, shared: bool) -> Held {
         }
         held.push((level, key, shared));
     });
-    let _ = shared;
+    // Release builds record nothing.
+    let _ = (level, key, shared);
     Held {
         #[cfg(debug_assertions)]
         entry: (level, key),
