@@ -31,9 +31,8 @@ pub fn inline_dentries(inode: &InodeInfo) -> DentrySet<'_> {
 
 use crate::error::Result;
 use crate::inode::Ctx;
-use crate::node::NodeExpect;
 use f2fuse_layout::dentry::DentrySetMut;
-use f2fuse_layout::node::{inode_of, inode_of_mut, InodeLayout};
+use f2fuse_layout::node::{inode_of_mut, InodeLayout};
 use f2fuse_layout::{file_type, F2FS_BLKSIZE};
 
 /// Runs `change` on the inline area (data or dentries) of inode `ino`.
@@ -42,20 +41,9 @@ pub fn with_inline_area<R>(
     ino: u32,
     change: impl FnOnce(&mut [u8], &InodeLayout) -> R,
 ) -> Result<R> {
-    let features = ctx.check.features;
-    ctx.nm.update_node(
-        ino,
-        NodeExpect {
-            ino: Some(ino),
-            ofs: Some(0),
-        },
-        |block| {
-            let layout =
-                InodeLayout::of(inode_of(block), features).expect("inode validated on read");
-            let range = layout.inline_data_range();
-            change(&mut block[range], &layout)
-        },
-    )
+    ctx.update_inode_block(ino, |block, layout| {
+        change(&mut block[layout.inline_data_range()], layout)
+    })
 }
 
 /// Fills a new directory's inline dentry area with "." and "..", and sets its
@@ -93,20 +81,10 @@ pub fn truncate_inline_data(ctx: &Ctx, ino: u32, from: usize) -> Result<()> {
 /// the same guarded change, so readers see the inline state whole or not
 /// at all.
 pub fn retire_inline_area(ctx: &Ctx, ino: u32, retire: impl FnOnce(&mut [u8])) -> Result<()> {
-    let features = ctx.check.features;
-    ctx.nm.update_node(
-        ino,
-        NodeExpect {
-            ino: Some(ino),
-            ofs: Some(0),
-        },
-        |block| {
-            let layout =
-                InodeLayout::of(inode_of(block), features).expect("inode validated on read");
-            block[layout.inline_data_range()].fill(0);
-            retire(block)
-        },
-    )
+    ctx.update_inode_block(ino, |block, layout| {
+        block[layout.inline_data_range()].fill(0);
+        retire(block)
+    })
 }
 
 /// Takes a file's inline bytes out of the inode, clearing the inline state

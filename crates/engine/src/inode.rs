@@ -251,6 +251,21 @@ impl Ctx<'_> {
             .update_node(ino, inode_expect(ino), |block| change(inode_of_mut(block)))
     }
 
+    /// Changes the raw block of inode `ino` under its guard, given its
+    /// layout (for the areas whose place the layout decides).
+    pub fn update_inode_block<R>(
+        &self,
+        ino: u32,
+        change: impl FnOnce(&mut [u8], &InodeLayout) -> R,
+    ) -> Result<R> {
+        let features = self.check.features;
+        self.nm.update_node(ino, inode_expect(ino), |block| {
+            let layout =
+                InodeLayout::of(inode_of(block), features).expect("inode validated on read");
+            change(block, &layout)
+        })
+    }
+
     /// Like [`update_inode`](Self::update_inode) for a change that may
     /// fail (e.g. a count that would drop below zero): then nothing changes.
     pub fn try_update_inode<R>(

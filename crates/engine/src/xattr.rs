@@ -30,7 +30,6 @@ pub fn read_xattrs(nm: &NodeManager, inode: &InodeInfo) -> Result<Vec<XattrEntry
 
 use crate::error::Error;
 use crate::inode::{blocks_less, now, set_ctime, Ctx};
-use f2fuse_layout::node::{inode_of_mut, InodeLayout};
 use f2fuse_layout::xattr::{encode_xattrs, encoded_len, split_name, XATTR_NAME_MAX};
 
 /// XATTR_CREATE / XATTR_REPLACE semantics.
@@ -138,7 +137,6 @@ fn store_xattrs(ctx: &Ctx, inode: &InodeInfo, entries: &[XattrEntry]) -> Result<
     let buf = encode_xattrs(entries, total)
         .ok_or_else(|| Error::errno(libc::E2BIG, "no room for more xattrs"))?;
     let ino = inode.ino;
-    let features = ctx.check.features;
     // Allocate the xattr node before changing anything: it may fail.
     let xnid = if use_node {
         ensure_xattr_node(ctx, inode)?
@@ -146,18 +144,9 @@ fn store_xattrs(ctx: &Ctx, inode: &InodeInfo, entries: &[XattrEntry]) -> Result<
         inode.xattr_nid
     };
     if inline_bytes > 0 {
-        ctx.nm.update_node(
-            ino,
-            NodeExpect {
-                ino: Some(ino),
-                ofs: Some(0),
-            },
-            |block| {
-                let layout =
-                    InodeLayout::of(inode_of_mut(block), features).expect("validated inode");
-                block[layout.inline_xattr_range()].copy_from_slice(&buf[..inline_bytes]);
-            },
-        )?;
+        ctx.update_inode_block(ino, |block, layout| {
+            block[layout.inline_xattr_range()].copy_from_slice(&buf[..inline_bytes])
+        })?;
     }
     if use_node {
         let expect = NodeExpect {

@@ -91,6 +91,19 @@ fn without_privileges(perm: u16) -> u16 {
     perm
 }
 
+/// EISDIR for a directory, EINVAL for other files that are not regular
+/// (what write(2) and truncate(2) answer).
+fn require_regular(inode: &InodeInfo) -> Result<()> {
+    match inode.kind {
+        FileKind::Regular => Ok(()),
+        FileKind::Directory => Err(Error::errno(libc::EISDIR, format!("inode {}", inode.ino))),
+        _ => Err(Error::errno(
+            libc::EINVAL,
+            format!("inode {} is not a regular file", inode.ino),
+        )),
+    }
+}
+
 /// The blocks bytes `[offset, offset + len)` touch (at least one block).
 pub(super) fn blocks_of(offset: u64, len: u64) -> Range<u64> {
     let bs = F2FS_BLKSIZE as u64;
@@ -165,18 +178,7 @@ impl Fs {
                 ));
             }
             *generation = Some(inode.generation);
-            match inode.kind {
-                FileKind::Regular => {}
-                FileKind::Directory => {
-                    return Err(Error::errno(libc::EISDIR, format!("inode {ino}")))
-                }
-                _ => {
-                    return Err(Error::errno(
-                        libc::EINVAL,
-                        format!("inode {ino} is not a regular file"),
-                    ))
-                }
-            }
+            require_regular(&inode)?;
             deny_if_immutable(&inode, "writing")?;
             if flags::is_append_only(&inode) && offset < inode.size {
                 self.check_unchanged(&inode, offset, buf)?;
@@ -276,18 +278,8 @@ impl Fs {
                 }
             }
             if let Some(size) = attr.size {
-                match inode.kind {
-                    FileKind::Regular => data::truncate(ctx, ino, size)?,
-                    FileKind::Directory => {
-                        return Err(Error::errno(libc::EISDIR, format!("inode {ino}")))
-                    }
-                    _ => {
-                        return Err(Error::errno(
-                            libc::EINVAL,
-                            format!("inode {ino} is not a regular file"),
-                        ))
-                    }
-                }
+                require_regular(&inode)?;
+                data::truncate(ctx, ino, size)?;
             }
             let t = now();
             let resolve = |ts: TimeSet| match ts {
