@@ -46,7 +46,7 @@ pub fn write_checkpoint(
         CursegType::ColdData,
     ];
     let counts = data_logs.map(|log| {
-        let cs = &sm.cursegs[log as usize];
+        let cs = &sm.curseg(log);
         if cs.alloc_type == SSR {
             ENTRIES_IN_SUM
         } else {
@@ -64,16 +64,13 @@ pub fn write_checkpoint(
         encode_compacted_summaries(&DataSummaries {
             nat_journal,
             sit_journal: req.sit.journal,
-            entries: data_logs
-                .map(|log| sm.cursegs[log as usize].sums[..counts[log as usize]].to_vec()),
+            entries: data_logs.map(|log| sm.curseg(log).sums[..counts[log as usize]].to_vec()),
         })
     } else {
         let mut out = Vec::new();
         for log in data_logs {
             let mut block = SummaryBlock::new_zeroed();
-            block
-                .entries
-                .copy_from_slice(&sm.cursegs[log as usize].sums);
+            block.entries.copy_from_slice(&sm.curseg(log).sums);
             match log {
                 CursegType::HotData => block.set_journal(nat_journal.as_bytes()),
                 CursegType::ColdData => block.set_journal(req.sit.journal.as_bytes()),
@@ -117,13 +114,13 @@ pub fn write_checkpoint(
     {
         let mut cp = cur.cp.clone();
         cp.checkpoint_ver.set(cur.version().wrapping_add(1));
-        cp.valid_block_count.set(sm.valid_blocks);
-        cp.valid_node_count.set(sm.valid_nodes);
-        cp.valid_inode_count.set(sm.valid_inodes);
+        cp.valid_block_count.set(sm.valid_blocks());
+        cp.valid_node_count.set(sm.valid_nodes());
+        cp.valid_inode_count.set(sm.valid_inodes());
         cp.free_segment_count
             .set(sm.free_segments_after_checkpoint());
         for log in CursegType::ALL {
-            let cs = &sm.cursegs[log as usize];
+            let cs = &sm.curseg(log);
             cp.set_curseg(log, cs.segno, cs.next_blkoff);
             cp.alloc_type[log as usize] = if cs.alloc_type == SSR { SSR } else { LFS };
         }
@@ -163,9 +160,7 @@ pub fn write_checkpoint(
             CursegType::ColdNode,
         ] {
             let mut block = SummaryBlock::new_zeroed();
-            block
-                .entries
-                .copy_from_slice(&sm.cursegs[log as usize].sums);
+            block.entries.copy_from_slice(&sm.curseg(log).sums);
             block.footer.entry_type = SUM_TYPE_NODE;
             pack.extend_from_slice(block.as_bytes());
         }
@@ -189,7 +184,7 @@ pub fn write_checkpoint(
     cur.nat_journal = nat_journal;
     cur.sit_journal = req.sit.journal;
     for log in CursegType::ALL {
-        cur.cur_summaries[log as usize] = Some(sm.cursegs[log as usize].sums.clone());
+        cur.cur_summaries[log as usize] = Some(sm.curseg(log).sums.clone());
     }
     Ok(())
 }

@@ -480,7 +480,7 @@ pub fn write_unpublished_blocks(
     if let Err(e) = written {
         let mut space = ctx.space.lock();
         for p in &placed {
-            space.invalidate(p.new);
+            space.invalidate(p.new)?;
             space.release_blocks(1)?;
         }
         return Err(e);
@@ -554,7 +554,7 @@ fn publish_placed(ctx: &Ctx, inode: &InodeInfo, placed: &[PlacedBlock]) -> Resul
             .iter()
             .filter(|p| p.old != NULL_ADDR && p.old != NEW_ADDR)
         {
-            space.invalidate(p.old);
+            space.invalidate(p.old)?;
         }
         placed.iter().filter(|p| p.old == NULL_ADDR).count() as u64
     };
@@ -687,7 +687,7 @@ fn free_addr(ctx: &Ctx, addr: u32) -> Result<u64> {
     match addr {
         NULL_ADDR => return Ok(0),
         NEW_ADDR => {}
-        a => space.invalidate(a),
+        a => space.invalidate(a)?,
     }
     space.release_blocks(1)?;
     Ok(1)
@@ -1068,7 +1068,7 @@ fn reserve_block(ctx: &Ctx, inode: &InodeInfo, index: u64) -> Result<u64> {
             1
         }
         old => {
-            ctx.space.lock().invalidate(old);
+            ctx.space.lock().invalidate(old)?;
             0
         }
     };

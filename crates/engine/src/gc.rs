@@ -59,9 +59,12 @@ pub fn select_victim(
     if sections == 0 {
         return None;
     }
-    let current: Vec<u32> = sm.cursegs.iter().map(|c| c.segno / per).collect();
+    let current: Vec<u32> = CursegType::ALL
+        .iter()
+        .map(|&log| sm.curseg(log).segno / per)
+        .collect();
     let (min_mtime, max_mtime) = sm
-        .segs
+        .segments()
         .iter()
         .filter(|s| s.valid > 0)
         .fold((u64::MAX, 0u64), |(lo, hi), s| {
@@ -87,7 +90,7 @@ pub fn select_victim(
         if current.contains(&sec) {
             continue;
         }
-        let segs = &sm.segs[(sec * per) as usize..((sec + 1) * per) as usize];
+        let segs = &sm.segments()[(sec * per) as usize..((sec + 1) * per) as usize];
         let valid: u64 = segs.iter().map(|s| s.valid as u64).sum();
         let full = (per * BLOCKS_PER_SEG) as u64;
         if valid == full || segs.iter().all(|s| s.is_free()) {
@@ -127,12 +130,13 @@ pub fn select_victim(
 pub fn clean_section(ctx: &Ctx, state: &mut GcState, first_segno: u32) -> Result<()> {
     let per = {
         let mut sm = ctx.space.lock();
-        sm.gc_victim_section = Some(first_segno / sm.segs_per_sec());
+        let section = first_segno / sm.segs_per_sec();
+        sm.set_gc_victim(Some(section));
         sm.segs_per_sec()
     };
     let cleaned =
         (first_segno..first_segno + per).try_for_each(|segno| clean_segment(ctx, state, segno));
-    ctx.space.lock().gc_victim_section = None;
+    ctx.space.lock().set_gc_victim(None);
     cleaned?;
     state.stats.sections_cleaned += 1;
     Ok(())
@@ -141,7 +145,7 @@ pub fn clean_section(ctx: &Ctx, state: &mut GcState, first_segno: u32) -> Result
 fn clean_segment(ctx: &Ctx, state: &mut GcState, segno: u32) -> Result<()> {
     let (sums, valid_offs, is_node, base) = {
         let sm = ctx.space.lock();
-        let seg = &sm.segs[segno as usize];
+        let seg = sm.segment(segno);
         let offs: Vec<usize> = (0..BLOCKS_PER_SEG as usize)
             .filter(|&b| bitmap::test_bit_msb(&seg.valid_map, b))
             .collect();
@@ -210,7 +214,7 @@ fn move_data(ctx: &Ctx, state: &mut GcState, blkaddr: u32, sum: Summary) -> Resu
     let new = {
         let mut sm = ctx.space.lock();
         let new = sm.allocate(CursegType::ColdData, sum)?;
-        sm.invalidate(blkaddr);
+        sm.invalidate(blkaddr)?;
         new
     };
     ctx.dev.write_blocks(IoKind::GcData, new as u64, &data)?;

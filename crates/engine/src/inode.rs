@@ -298,7 +298,7 @@ impl Ctx<'_> {
         let mut space = self.space.lock();
         match created {
             Ok(nid) => {
-                space.node_created(owner.is_none());
+                space.node_created(owner.is_none())?;
                 Ok(nid)
             }
             Err(e) => {
@@ -314,7 +314,7 @@ impl Ctx<'_> {
         let old = self.nm.free_node(nid)?;
         let mut space = self.space.lock();
         if let Some(addr) = old {
-            space.invalidate(addr);
+            space.invalidate(addr)?;
         }
         space.node_freed(inode)
     }

@@ -834,7 +834,7 @@ impl NodeManager {
                 self.dirty_nodes.lock().remove_if_unchanged(nid, generation);
             }
             if old != NULL_ADDR && old != NEW_ADDR {
-                space.lock().invalidate(old);
+                space.lock().invalidate(old)?;
             }
         }
         Ok(())

@@ -465,11 +465,11 @@ fn recover_addresses(ctx: &Ctx, ino: u32, c: &ChainBlock) -> Result<()> {
                 }
                 (NEW_ADDR, _) => {}
                 (old, NULL_ADDR) => {
-                    space.invalidate(old);
+                    space.invalidate(old)?;
                     space.release_blocks(1)?;
                     blocks_delta -= 1;
                 }
-                (old, _) => space.invalidate(old),
+                (old, _) => space.invalidate(old)?,
             }
         }
         if dest != NULL_ADDR && dest != NEW_ADDR {
@@ -545,7 +545,7 @@ fn release_previous_slot(ctx: &Ctx, blkaddr: u32) -> Result<()> {
     })?;
     {
         let mut space = ctx.space.lock();
-        space.invalidate(blkaddr);
+        space.invalidate(blkaddr)?;
         space.release_blocks(1)?;
     }
     ctx.update_inode(ino, |raw| {

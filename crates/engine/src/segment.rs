@@ -188,11 +188,17 @@ impl SegInfo {
             bitmap::set_bit_msb(&mut self.ckpt_valid_map, blkoff, true);
             self.ckpt_valid += 1;
         }
+        // The weighted average of the SIT's mtime (from disk) and now, in
+        // u128 so a hostile mtime cannot overflow; the result lies between
+        // the two, so it fits in u64.
         self.mtime = if self.mtime == 0 {
             now
         } else {
-            (self.mtime * self.valid as u64 + now) / (self.valid as u64 + 1)
+            ((self.mtime as u128 * self.valid as u128 + now as u128) / (self.valid as u128 + 1))
+                as u64
         };
+        // At most BLOCKS_PER_SEG: the bit was clear (callers check) and
+        // `valid` is the popcount of the map.
         self.valid += 1;
     }
 }
@@ -228,36 +234,41 @@ pub struct AllocStats {
 /// popcount of its map; the six current segments are distinct; an LFS log
 /// has no valid block at or after `next_blkoff`; no block valid in the last
 /// checkpoint is handed out before the next checkpoint commits.
+///
+/// Every field is private: other modules read the state through `&`
+/// accessors (`segment`, `curseg`, `valid_blocks`, ...) and change it only
+/// through the methods below, which keep the free counts and the set of
+/// dirty SIT entries in step with every change.
 pub struct SegmentManager {
     dev: std::sync::Arc<Device>,
     main_blkaddr: u32,
     ssa_blkaddr: u32,
     segs_per_sec: u32,
-    pub segs: Vec<SegInfo>,
-    pub cursegs: [CurSeg; NR_CURSEG_TYPE],
+    segs: Vec<SegInfo>,
+    cursegs: [CurSeg; NR_CURSEG_TYPE],
     /// Segments whose SIT entry changed since the last checkpoint.
-    pub dirty_sit: std::collections::BTreeSet<u32>,
+    dirty_sit: std::collections::BTreeSet<u32>,
     /// SSA blocks to write: (segno, summary block).
-    pub pending_ssa: Vec<(u32, Box<SummaryBlock>)>,
+    pending_ssa: Vec<(u32, Box<SummaryBlock>)>,
     /// Seconds of the file system's age clock at mount (checkpoint elapsed_time).
     elapsed_base: u64,
     mounted_at: std::time::Instant,
     /// Seconds since mount of a simulated clock, replacing `mounted_at`.
     simulated_age: Option<u64>,
-    pub stats: AllocStats,
+    stats: AllocStats,
     /// Blocks in use (data, reserved and node blocks), as the checkpoint counts them.
-    pub valid_blocks: u64,
-    pub valid_nodes: u32,
-    pub valid_inodes: u32,
+    valid_blocks: u64,
+    valid_nodes: u32,
+    valid_inodes: u32,
     /// Blocks users may fill (main area minus overprovision).
-    pub user_blocks: u64,
+    user_blocks: u64,
     /// Data logs fill holes of dirty segments (SSR) instead of opening free
     /// ones once free sections are down to this many (the kernel's
     /// need_SSR: reserved + `min_ssr_sections`; set by the facade).
-    pub ssr_below_sections: u32,
+    ssr_below_sections: u32,
     /// The section the cleaner is emptying: SSR must not refill it (the
     /// kernel's cur_victim_sec).
-    pub gc_victim_section: Option<u32>,
+    gc_victim_section: Option<u32>,
     /// `valid_blocks` at the last checkpoint, and the blocks reserved since:
     /// roll-forward needs both to fit (the kernel's space_for_roll_forward).
     checkpoint_valid_blocks: u64,
@@ -282,18 +293,30 @@ struct FreeCounts {
 }
 
 impl FreeCounts {
-    fn add(&mut self, other: FreeCounts, sign: i64) {
-        let step = |v: &mut u32, d: u32| *v = (*v as i64 + sign * d as i64) as u32;
-        step(&mut self.segments, other.segments);
-        step(
+    fn fields(&mut self) -> [&mut u32; 4] {
+        [
+            &mut self.segments,
             &mut self.segments_after_checkpoint,
-            other.segments_after_checkpoint,
-        );
-        step(&mut self.sections, other.sections);
-        step(
+            &mut self.sections,
             &mut self.sections_after_checkpoint,
-            other.sections_after_checkpoint,
-        );
+        ]
+    }
+
+    fn add(&mut self, mut other: FreeCounts) {
+        for (v, d) in self.fields().into_iter().zip(other.fields()) {
+            *v += *d;
+        }
+    }
+
+    /// Takes away what `add` counted before. Purely internal (a section's
+    /// share is subtracted only after it was added, and debug builds compare
+    /// the totals with a full count), so a shortfall is a bug: asserted in
+    /// debug builds, never wrapped in release ones.
+    fn sub(&mut self, mut other: FreeCounts) {
+        for (v, d) in self.fields().into_iter().zip(other.fields()) {
+            debug_assert!(*v >= *d, "free counts below zero");
+            *v = v.saturating_sub(*d);
+        }
     }
 }
 
@@ -413,6 +436,59 @@ impl SegmentManager {
         self.segs.len() as u32
     }
 
+    /// Every main-area segment, by number (read-only: changes go through
+    /// the allocation and invalidation methods).
+    pub fn segments(&self) -> &[SegInfo] {
+        &self.segs
+    }
+
+    /// Main-area segment `segno`.
+    pub fn segment(&self, segno: u32) -> &SegInfo {
+        &self.segs[segno as usize]
+    }
+
+    /// Where `log` writes: its segment, next block, allocation mode and summaries.
+    pub fn curseg(&self, log: CursegType) -> &CurSeg {
+        &self.cursegs[log as usize]
+    }
+
+    /// Blocks in use (data, reserved and node blocks), as the checkpoint counts them.
+    pub fn valid_blocks(&self) -> u64 {
+        self.valid_blocks
+    }
+
+    /// Node blocks in use.
+    pub fn valid_nodes(&self) -> u32 {
+        self.valid_nodes
+    }
+
+    /// Inodes in use.
+    pub fn valid_inodes(&self) -> u32 {
+        self.valid_inodes
+    }
+
+    /// Blocks users may fill (main area minus overprovision).
+    pub fn user_blocks(&self) -> u64 {
+        self.user_blocks
+    }
+
+    /// Allocation counters since this manager was built.
+    pub fn alloc_stats(&self) -> &AllocStats {
+        &self.stats
+    }
+
+    /// Data logs switch to SSR once free sections are down to `sections`
+    /// (reserved + `min_ssr_sections`: the kernel's need_SSR).
+    pub fn set_ssr_threshold(&mut self, sections: u32) {
+        self.ssr_below_sections = sections;
+    }
+
+    /// The section the cleaner is emptying (SSR must not refill it), or
+    /// `None` once it is done.
+    pub fn set_gc_victim(&mut self, section: Option<u32>) {
+        self.gc_victim_section = section;
+    }
+
     pub fn segno_of(&self, blkaddr: u32) -> u32 {
         (blkaddr - self.main_blkaddr) / BLOCKS_PER_SEG
     }
@@ -423,10 +499,11 @@ impl SegmentManager {
 
     /// The age clock used for SIT mtimes: seconds the file system has been mounted in total.
     pub fn elapsed_now(&self) -> u64 {
-        self.elapsed_base
-            + self
-                .simulated_age
-                .unwrap_or_else(|| self.mounted_at.elapsed().as_secs())
+        // elapsed_base comes from the checkpoint: saturate, never overflow.
+        self.elapsed_base.saturating_add(
+            self.simulated_age
+                .unwrap_or_else(|| self.mounted_at.elapsed().as_secs()),
+        )
     }
 
     /// Uses a simulated time since mount for segment ages from now on.
@@ -437,7 +514,10 @@ impl SegmentManager {
     /// Segments with no valid block that only a checkpoint makes free
     /// (valid in the last one), current ones excluded.
     pub fn prefree_segments(&self) -> u32 {
-        self.free_segments_after_checkpoint() - self.free_segments()
+        let (empty, free) = (self.free_segments_after_checkpoint(), self.free_segments());
+        // A free segment is empty too: internal, so only asserted.
+        debug_assert!(empty >= free);
+        empty.saturating_sub(free)
     }
 
     fn is_current(&self, segno: u32) -> bool {
@@ -503,7 +583,7 @@ impl SegmentManager {
     fn count_free(&self) -> FreeCounts {
         let mut total = FreeCounts::default();
         for sec in 0..self.segs.len() as u32 / self.segs_per_sec {
-            total.add(self.section_free(sec), 1);
+            total.add(self.section_free(sec));
         }
         total
     }
@@ -525,12 +605,12 @@ impl SegmentManager {
         let secs = &sections[..n];
         for &sec in secs {
             let before = self.section_free(sec);
-            self.free.add(before, -1);
+            self.free.sub(before);
         }
         let result = change(self);
         for &sec in secs {
             let after = self.section_free(sec);
-            self.free.add(after, 1);
+            self.free.add(after);
         }
         result
     }
@@ -743,21 +823,37 @@ impl SegmentManager {
     }
 
     /// Marks a block invalid (its content was rewritten elsewhere or freed).
-    pub fn invalidate(&mut self, blkaddr: u32) {
+    /// The address comes from a node or the NAT: one outside the main area,
+    /// or a block not in use (two owners on a hostile image), is corruption.
+    pub fn invalidate(&mut self, blkaddr: u32) -> Result<()> {
+        let in_main = (blkaddr as u64)
+            .checked_sub(self.main_blkaddr as u64)
+            .is_some_and(|rel| rel < self.segs.len() as u64 * BLOCKS_PER_SEG as u64);
+        if !in_main {
+            return Err(Corrupt::new("block address", "outside the main area")
+                .at(format!("freeing blkaddr {blkaddr:#x}"))
+                .into());
+        }
         let segno = self.segno_of(blkaddr);
         let off = ((blkaddr - self.main_blkaddr) % BLOCKS_PER_SEG) as usize;
-        debug_assert!(
-            bitmap::test_bit_msb(&self.segs[segno as usize].valid_map, off),
-            "invalidating free block {blkaddr}"
-        );
-        if bitmap::test_bit_msb(&self.segs[segno as usize].valid_map, off) {
-            self.tracking(&[segno], |sm| {
-                let seg = &mut sm.segs[segno as usize];
-                bitmap::set_bit_msb(&mut seg.valid_map, off, false);
-                seg.valid -= 1;
-            });
-            self.dirty_sit.insert(segno);
+        if !bitmap::test_bit_msb(&self.segs[segno as usize].valid_map, off) {
+            return Err(Corrupt::new(
+                "block address",
+                format!("freeing a block not in use in segment {segno}"),
+            )
+            .at(format!("blkaddr {blkaddr:#x}"))
+            .into());
         }
+        self.tracking(&[segno], |sm| {
+            let seg = &mut sm.segs[segno as usize];
+            bitmap::set_bit_msb(&mut seg.valid_map, off, false);
+            // The bit was set and `valid` is the popcount of the map
+            // (checked at load by SitEntry::validate, kept by every change).
+            debug_assert!(seg.valid > 0);
+            seg.valid = seg.valid.saturating_sub(1);
+        });
+        self.dirty_sit.insert(segno);
+        Ok(())
     }
 
     /// The owner the SSA (or a log's summary) records for a block.
@@ -838,19 +934,25 @@ impl SegmentManager {
 
     /// Accounts `blocks` more blocks in use, or fails with ENOSPC.
     pub fn reserve_blocks(&mut self, blocks: u64) -> Result<()> {
-        if self.valid_blocks + blocks > self.user_blocks {
-            return Err(crate::error::Error::errno(libc::ENOSPC, "no space left"));
+        // valid_blocks starts as the checkpoint's count: an overflow is
+        // more than the user blocks too.
+        match self.valid_blocks.checked_add(blocks) {
+            Some(valid) if valid <= self.user_blocks => {
+                self.valid_blocks = valid;
+                self.reserved_since_checkpoint += blocks;
+                Ok(())
+            }
+            _ => Err(crate::error::Error::errno(libc::ENOSPC, "no space left")),
         }
-        self.valid_blocks += blocks;
-        self.reserved_since_checkpoint += blocks;
-        Ok(())
     }
 
     /// Whether what was valid at the last checkpoint plus everything reserved
     /// since fits: otherwise recovery could run out of space replaying an
     /// fsync chain, and fsync must checkpoint instead.
     pub fn space_for_roll_forward(&self) -> bool {
-        self.checkpoint_valid_blocks + self.reserved_since_checkpoint <= self.user_blocks
+        self.checkpoint_valid_blocks
+            .checked_add(self.reserved_since_checkpoint)
+            .is_some_and(|needed| needed <= self.user_blocks)
     }
 
     /// Accounts `blocks` fewer blocks in use; more than are counted is
@@ -868,12 +970,30 @@ impl SegmentManager {
         Ok(())
     }
 
-    /// Counts a new node block (its space reserved already), an inode too if `inode`.
-    pub fn node_created(&mut self, inode: bool) {
-        self.valid_nodes += 1;
-        if inode {
-            self.valid_inodes += 1;
-        }
+    /// Counts a new node block (its space reserved already), an inode too
+    /// if `inode`. The counts start as the checkpoint's: one past `u32::MAX`
+    /// is corruption.
+    pub fn node_created(&mut self, inode: bool) -> Result<()> {
+        let overflow = |what: &str| {
+            Corrupt::new(
+                "checkpoint",
+                format!("{what} count overflows creating a node"),
+            )
+        };
+        let nodes = self
+            .valid_nodes
+            .checked_add(1)
+            .ok_or_else(|| overflow("valid node"))?;
+        let inodes = if inode {
+            self.valid_inodes
+                .checked_add(1)
+                .ok_or_else(|| overflow("valid inode"))?
+        } else {
+            self.valid_inodes
+        };
+        self.valid_nodes = nodes;
+        self.valid_inodes = inodes;
+        Ok(())
     }
 
     /// Uncounts a freed node block (and inode); one more than counted is corruption.
@@ -1039,5 +1159,75 @@ impl SegmentManager {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::device::MemDevice;
+    use std::sync::Arc;
+
+    fn fresh() -> SegmentManager {
+        let dev = Arc::new(Device::new(Box::new(MemDevice::new(64 << 20))));
+        crate::mkfs::format(&dev, &crate::mkfs::MkfsOptions::default(), true).unwrap();
+        let sb = crate::superblock::load_superblock(&dev).unwrap().sb;
+        let cp = crate::checkpoint::load_checkpoint(&dev, &sb).unwrap();
+        let sit = SitTable::load(&dev, &sb, &cp).unwrap();
+        SegmentManager::new(&dev, &sb, &cp, &sit).unwrap()
+    }
+
+    fn is_corrupt(r: Result<()>) -> bool {
+        matches!(r, Err(crate::error::Error::Corrupt(_)))
+    }
+
+    #[test]
+    fn invalidate_refuses_free_and_outside_blocks() {
+        let mut sm = fresh();
+        let log = CursegType::HotData;
+        let addr = sm.allocate(log, Summary::default()).unwrap();
+        let segno = sm.segno_of(addr);
+        let before = (sm.segment(segno).valid, sm.free_segments());
+        sm.invalidate(addr).unwrap();
+        assert_eq!(sm.segment(segno).valid, before.0 - 1);
+        assert_eq!(sm.free_segments(), before.1);
+        // Freed twice (two owners of one block on a hostile image).
+        assert!(is_corrupt(sm.invalidate(addr)));
+        assert_eq!(sm.segment(segno).valid, before.0 - 1);
+        // Outside the main area, below and past it.
+        assert!(is_corrupt(sm.invalidate(0)));
+        let past = sm.blkaddr_of(sm.main_segments(), 0);
+        assert!(is_corrupt(sm.invalidate(past)));
+        assert!(is_corrupt(sm.invalidate(u32::MAX)));
+        sm.debug_check();
+    }
+
+    #[test]
+    fn hostile_counts_do_not_overflow() {
+        let mut sm = fresh();
+        sm.valid_inodes = u32::MAX;
+        let nodes = sm.valid_nodes();
+        assert!(is_corrupt(sm.node_created(true)));
+        assert_eq!((sm.valid_nodes(), sm.valid_inodes()), (nodes, u32::MAX));
+        sm.node_created(false).unwrap();
+        assert_eq!(sm.valid_nodes(), nodes + 1);
+        sm.valid_blocks = u64::MAX - 1;
+        assert_eq!(sm.valid_blocks(), u64::MAX - 1);
+        assert!(sm.reserve_blocks(4).is_err());
+        assert_eq!(sm.valid_blocks(), u64::MAX - 1);
+        sm.checkpoint_valid_blocks = u64::MAX;
+        sm.reserved_since_checkpoint = 1;
+        assert!(!sm.space_for_roll_forward());
+        sm.elapsed_base = u64::MAX;
+        assert_eq!(sm.elapsed_now(), u64::MAX);
+        // A hostile SIT mtime: the weighted average stays between the two.
+        let mut seg = sm.segment(0).clone();
+        seg.mtime = u64::MAX;
+        seg.valid = 1; // mark_valid only averages; the map is not checked here
+        let off = (0..BLOCKS_PER_SEG as usize)
+            .find(|&b| seg.slot_free(b))
+            .unwrap();
+        seg.mark_valid(off, 5);
+        assert!(seg.mtime > 5);
     }
 }

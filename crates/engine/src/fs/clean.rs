@@ -108,9 +108,9 @@ impl Fs {
         let capacity = sm.main_segments() as u64 * BLOCKS_PER_SEG as u64;
         let free_blocks = sm.free_segments() as u64 * BLOCKS_PER_SEG as u64;
         let invalid = capacity
-            .saturating_sub(sm.valid_blocks)
+            .saturating_sub(sm.valid_blocks())
             .saturating_sub(free_blocks);
-        invalid * 100 > sm.user_blocks * 40 || free_blocks * 100 < invalid * 40
+        invalid * 100 > sm.user_blocks() * 40 || free_blocks * 100 < invalid * 40
     }
 
     /// One round of background cleaning when enough space is invalid to be

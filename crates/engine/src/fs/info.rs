@@ -25,14 +25,14 @@ impl Fs {
             segs_per_sec: sm.segs_per_sec(),
             free_sections: sm.free_sections(),
             segments: sm.segment_counts(),
-            user_blocks: sm.user_blocks,
-            valid_blocks: sm.valid_blocks,
-            valid_nodes: sm.valid_nodes,
-            valid_inodes: sm.valid_inodes,
+            user_blocks: sm.user_blocks(),
+            valid_blocks: sm.valid_blocks(),
+            valid_nodes: sm.valid_nodes(),
+            valid_inodes: sm.valid_inodes(),
             logs: CursegType::ALL
                 .iter()
                 .map(|&log| {
-                    let cs = &sm.cursegs[log as usize];
+                    let cs = sm.curseg(log);
                     LogStatus {
                         log,
                         segno: cs.segno,
@@ -41,7 +41,7 @@ impl Fs {
                     }
                 })
                 .collect(),
-            alloc: sm.stats.clone(),
+            alloc: sm.alloc_stats().clone(),
             gc: gc.clone(),
             checkpoints: self.counters.get(FsCounter::CheckpointsWritten as usize),
             node_cache: self.nm.cache_stats(),
@@ -65,7 +65,7 @@ impl Fs {
         let (user, valid, used_nodes) = match &self.writer {
             Some(w) => {
                 let sm = w.space.lock();
-                (sm.user_blocks, sm.valid_blocks, sm.valid_nodes as u64)
+                (sm.user_blocks(), sm.valid_blocks(), sm.valid_nodes() as u64)
             }
             None => {
                 let cp = &self.cp.read().cp;
@@ -101,7 +101,9 @@ impl Fs {
         t.set(name, value)?;
         if name == "min_ssr_sections" {
             let w = self.writer();
-            w.space.lock().ssr_below_sections = w.reserved_sections + t.min_ssr_sections;
+            w.space
+                .lock()
+                .set_ssr_threshold(w.reserved_sections + t.min_ssr_sections);
         }
         Ok(())
     }
@@ -134,7 +136,7 @@ impl Fs {
     pub fn alloc_stats(&self) -> AllocStats {
         self.writer
             .as_ref()
-            .map(|w| w.space.lock().stats.clone())
+            .map(|w| w.space.lock().alloc_stats().clone())
             .unwrap_or_default()
     }
 
