@@ -48,10 +48,12 @@ set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 REPO=$(dirname "$HERE")
+# log, the peers (setup_f2fuse, setup_ext4, unmount_peer, teardown_peer), cleanup
+# shellcheck source-path=SCRIPTDIR source=peers.sh
+source "$HERE/peers.sh"
 
 usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; }
 die() { echo "bench/parallel.sh: $*" >&2; exit 1; }
-log() { echo "== $(date +%H:%M:%S) $*" >&2; }
 
 case ${1:-} in
     -h|--help) usage; exit 0 ;;
@@ -72,6 +74,7 @@ SCRATCH=${SCRATCH:-/var/tmp/f2fuse-parallel}
 IMG_SIZE=${IMG_SIZE:-2G}
 LOOP_DIO=${LOOP_DIO:-on}
 F2FUSE_OPTS=${F2FUSE_OPTS:-}
+F2FUSE_MKFS=f2fuse  # not a knob here: images are always made by the build's own `f2fuse mkfs`
 FILE_SIZE=${FILE_SIZE:-64m}
 BS=${BS:-4k}
 CREATE_SIZE=${CREATE_SIZE:-4k}
@@ -147,7 +150,7 @@ FAILED=0
     echo "host: $(uname -srvm); $(nproc) CPUs: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs); load: $(cut -d' ' -f1-3 /proc/loadavg)"
     for i in "${!BUILD_LABELS[@]}"; do
         commit=$(git -C "${BUILD_DIRS[$i]}" rev-parse --short HEAD 2> /dev/null || echo ?)
-        dirty=$(git -C "${BUILD_DIRS[$i]}" status --porcelain --untracked-files=no 2> /dev/null | wc -l)
+        dirty=$(git -C "${BUILD_DIRS[$i]}" status --porcelain --untracked-files=no 2> /dev/null | wc -l) || dirty='?'
         echo "build ${BUILD_LABELS[$i]}: ${BUILD_DIRS[$i]} (commit $commit, $dirty files changed)"
     done
     echo "parts: $PARTS; workloads: $WORKLOADS; threads: $THREADS; per point: ${OPS:+$OPS ops per thread}${OPS:-${SECONDS_PER_POINT}s (fio: after ${RAMP_SECONDS}s ramp)}; rounds: $ROUNDS"
@@ -189,82 +192,9 @@ engine_part() {
 }
 
 # ---- mount part: peers ----
-# The peer setup below is run.sh's (same mkfs options, loop devices, wait for the
-# daemon, teardown order); both scripts should source one bench/peers.sh instead.
-CUR_MNT="" CUR_LOOP="" CUR_IMG="" CUR_PID=""
-MKFS_EXT4=(mkfs.ext4 -q -F -m 0 -E "lazy_itable_init=0,lazy_journal_init=0")
-
-unmount_peer() {  # unmount, let a FUSE daemon finish its last writes, detach the loop device
-    local _
-    if [[ -n $CUR_MNT ]] && mountpoint -q "$CUR_MNT"; then
-        for _ in $(seq 1 10); do
-            umount "$CUR_MNT" 2> /dev/null && break
-            sleep 1
-        done
-        if mountpoint -q "$CUR_MNT"; then
-            log "WARNING: $CUR_MNT busy; lazy unmount"
-            umount -l "$CUR_MNT" || true
-        fi
-    fi
-    if [[ -n $CUR_PID ]]; then
-        for _ in $(seq 1 120); do kill -0 "$CUR_PID" 2> /dev/null || break; sleep 0.5; done
-        if kill -0 "$CUR_PID" 2> /dev/null; then
-            log "WARNING: daemon pid $CUR_PID still alive 60 s after unmount; sending TERM"
-            kill "$CUR_PID" 2> /dev/null || true
-            sleep 2
-            kill -0 "$CUR_PID" 2> /dev/null && kill -KILL "$CUR_PID" 2> /dev/null
-        fi
-        wait "$CUR_PID" 2> /dev/null || true
-    fi
-    if [[ -n $CUR_LOOP ]]; then losetup -d "$CUR_LOOP" || log "WARNING: could not detach $CUR_LOOP"; fi
-    CUR_PID="" CUR_LOOP=""
-}
-
-teardown_peer() {
-    unmount_peer
-    if [[ -n $CUR_IMG ]]; then rm -f "$CUR_IMG"; fi
-    if [[ -n $CUR_MNT && -d $CUR_MNT ]]; then rmdir "$CUR_MNT" 2> /dev/null || true; fi
-    CUR_MNT="" CUR_IMG=""
-}
-
-cleanup() {
-    local rc=$?
-    set +e
-    trap - EXIT INT TERM
-    teardown_peer
-    rmdir "$SCRATCH" 2> /dev/null
-    [[ $rc -ne 0 ]] && log "exit status $rc; partial results in $OUTDIR"
-    exit "$rc"
-}
-trap cleanup EXIT
-trap 'log interrupted; exit 130' INT TERM
-
-new_image() { CUR_IMG=$SCRATCH/$1.img CUR_MNT=$SCRATCH/mnt-$1 && rm -f "$CUR_IMG" && truncate -s "$IMG_SIZE" "$CUR_IMG" && mkdir -p "$CUR_MNT"; }
-
-wait_mounted() {  # wait_mounted WHAT LOGFILE
-    local _
-    for _ in $(seq 1 150); do
-        mountpoint -q "$CUR_MNT" && return 0
-        kill -0 "$CUR_PID" 2> /dev/null || break
-        sleep 0.2
-    done
-    log "$1 did not mount: $(tail -c 400 "$2" | tr '\n' ' ')"
-    return 1
-}
-
-setup_ext4() {  # setup_ext4 LABEL
-    new_image "$1" && CUR_LOOP=$(losetup -f --show --direct-io="$LOOP_DIO" "$CUR_IMG") &&
-        "${MKFS_EXT4[@]}" "$CUR_LOOP" && mount "$CUR_LOOP" "$CUR_MNT"
-}
-
-setup_f2fuse() {  # setup_f2fuse LABEL F2FUSE_BINARY
-    local lf=$OUTDIR/logs/$1.daemon.log mount_args=()
-    new_image "$1" && "$2" mkfs -q "$CUR_IMG" > "$lf" 2>&1 || return 1
-    [[ -n $F2FUSE_OPTS ]] && mount_args=(-o "$F2FUSE_OPTS")
-    "$2" mount "$CUR_IMG" "$CUR_MNT" -f "${mount_args[@]}" >> "$lf" 2>&1 &
-    CUR_PID=$!
-    wait_mounted "f2fuse mount ${mount_args[*]}" "$lf"
-}
+# Set up and torn down by bench/peers.sh, as in run.sh (same mkfs options, loop
+# devices, wait for the daemon, teardown order); setup_f2fuse mounts with $F2FUSE.
+cleanup_on_exit
 
 # ---- mount part: fio points ----
 # fio_args WORKLOAD JOBS: sets FIO_ARGS to the job of one point on the files in $WORK.
@@ -350,44 +280,54 @@ run_workload() {  # run_workload LABEL WORKLOAD: every thread count on the mount
     done
 }
 
+check_row() {  # check_row LABEL WHAT RESULT: a mount.csv row for a setup or an fsck (WHAT:
+    # setup:WORKLOAD, fsck:WORKLOAD; RESULT ok or FAIL, which fails the run)
+    echo "$1,$2,,,,,,,,,,$3" >> "$OUTDIR/mount.csv"
+    if [[ $3 != ok ]]; then FAILED=1; fi
+}
+
+peer_workload() {  # peer_workload LABEL PEER WORKLOAD [F2FUSE_BINARY]: a fresh PEER (f2fuse:
+    # of that build), every thread count of WORKLOAD on it, for f2fuse an fsck, teardown
+    local label=$1 peer=$2 w=$3 ok=1
+    if [[ $peer == f2fuse ]]; then
+        F2FUSE=$4
+        setup_f2fuse "$label" || ok=0
+    else
+        "setup_$peer" "$label" >> "$OUTDIR/logs/$label.setup.log" 2>&1 || ok=0
+    fi
+    if [[ $ok == 0 ]]; then
+        check_row "$label" "setup:$w" FAIL
+        teardown_peer
+        return 0
+    fi
+    run_workload "$label" "$w" || check_row "$label" "setup:$w" FAIL
+    if [[ $peer == f2fuse ]]; then
+        # Is the image consistent after the concurrent writers?
+        unmount_peer
+        if "$F2FUSE" fsck "$CUR_IMG" > "$OUTDIR/logs/$label.fsck.$w.r$ROUND.log" 2>&1; then
+            check_row "$label" "fsck:$w" ok
+        else
+            log "$label: fsck found errors after $w (logs/$label.fsck.$w.r$ROUND.log)"
+            check_row "$label" "fsck:$w" FAIL
+        fi
+    fi
+    teardown_peer
+}
+
 # Every workload starts on a fresh image, and the peers take turns workload by
 # workload, so a change of the machine's speed during the run hits all of them.
 mount_part() {
-    local csv=$OUTDIR/mount.csv i w label peer
+    local csv=$OUTDIR/mount.csv i w peer
     [[ -f $csv ]] || echo "$CSV_HEADER" > "$csv"
     mkdir -p "$SCRATCH"
     SCRATCH=$(cd "$SCRATCH" && pwd)
     for ROUND in $(seq 1 "$ROUNDS"); do
         for w in $WORKLOADS; do
             for i in "${!BUILD_LABELS[@]}"; do
-                label=f2fuse-${BUILD_LABELS[$i]}
-                if ! setup_f2fuse "$label" "${BUILD_DIRS[$i]}/f2fuse"; then
-                    echo "$label,setup:$w,,,,,,,,,,FAIL" >> "$csv"
-                    FAILED=1
-                    teardown_peer
-                    continue
-                fi
-                run_workload "$label" "$w" || { echo "$label,setup:$w,,,,,,,,,,FAIL" >> "$csv"; FAILED=1; }
-                # Is the image consistent after the concurrent writers?
-                unmount_peer
-                if "${BUILD_DIRS[$i]}/f2fuse" fsck "$CUR_IMG" > "$OUTDIR/logs/$label.fsck.$w.r$ROUND.log" 2>&1; then
-                    echo "$label,fsck:$w,,,,,,,,,,ok" >> "$csv"
-                else
-                    log "$label: fsck found errors after $w (logs/$label.fsck.$w.r$ROUND.log)"
-                    echo "$label,fsck:$w,,,,,,,,,,FAIL" >> "$csv"
-                    FAILED=1
-                fi
-                teardown_peer
+                peer_workload "f2fuse-${BUILD_LABELS[$i]}" f2fuse "$w" "${BUILD_DIRS[$i]}/f2fuse"
             done
             for peer in $KERNEL_PEERS; do
-                if ! "setup_$peer" "$peer" >> "$OUTDIR/logs/$peer.setup.log" 2>&1; then
-                    echo "$peer,setup:$w,,,,,,,,,,FAIL" >> "$csv"
-                    FAILED=1
-                    teardown_peer
-                    continue
-                fi
-                run_workload "$peer" "$w" || { echo "$peer,setup:$w,,,,,,,,,,FAIL" >> "$csv"; FAILED=1; }
-                teardown_peer
+                peer_workload "$peer" "$peer" "$w"
             done
         done
     done

@@ -40,10 +40,12 @@ set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 REPO=$(dirname "$HERE")
+# log, the peers (setup_PEER, teardown_peer), cleanup
+# shellcheck source-path=SCRIPTDIR source=peers.sh
+source "$HERE/peers.sh"
 
 usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; }
 die() { echo "bench/run.sh: $*" >&2; exit 1; }
-log() { echo "== $(date +%H:%M:%S) $*" >&2; }
 
 # ---- arguments ----
 POLICY_WL="" POLICY_NAME="" POLICY_VALUES=()
@@ -153,92 +155,8 @@ CSV=$OUTDIR/results.csv
 [[ -f $CSV ]] || echo "timestamp,label,workload,metric,value,unit" > "$CSV"
 emit() { echo "$(date +%Y-%m-%dT%H:%M:%S),$1,$2,$3,$4,$5" >> "$CSV"; }  # LABEL WL METRIC VALUE UNIT
 
-# ---- state of the peer that is set up (only what this script created) ----
-CUR_MNT="" CUR_LOOP="" CUR_IMG="" CUR_PID="" CUR_RAW=""
-
-teardown_peer() {
-    local _
-    if [[ -n $CUR_MNT ]] && mountpoint -q "$CUR_MNT"; then
-        for _ in $(seq 1 10); do
-            umount "$CUR_MNT" 2> /dev/null && break
-            sleep 1
-        done
-        if mountpoint -q "$CUR_MNT"; then
-            log "WARNING: $CUR_MNT busy; lazy unmount"
-            umount -l "$CUR_MNT" || true
-        fi
-    fi
-    if [[ -n $CUR_PID ]]; then  # a FUSE daemon we started: let it finish its last writes
-        for _ in $(seq 1 120); do kill -0 "$CUR_PID" 2> /dev/null || break; sleep 0.5; done
-        if kill -0 "$CUR_PID" 2> /dev/null; then
-            log "WARNING: daemon pid $CUR_PID still alive 60 s after unmount; sending TERM"
-            kill "$CUR_PID" 2> /dev/null || true
-            sleep 2
-            kill -0 "$CUR_PID" 2> /dev/null && kill -KILL "$CUR_PID" 2> /dev/null
-        fi
-        wait "$CUR_PID" 2> /dev/null || true
-    fi
-    if [[ -n $CUR_LOOP ]]; then losetup -d "$CUR_LOOP" || log "WARNING: could not detach $CUR_LOOP"; fi
-    if [[ -n $CUR_IMG ]]; then rm -f "$CUR_IMG"; fi
-    if [[ -n $CUR_RAW ]]; then rm -rf "$CUR_RAW"; fi
-    if [[ -n $CUR_MNT && -d $CUR_MNT ]]; then rmdir "$CUR_MNT" 2> /dev/null || true; fi
-    CUR_MNT="" CUR_LOOP="" CUR_IMG="" CUR_PID="" CUR_RAW=""
-}
-
-cleanup() {
-    local rc=$?
-    set +e
-    trap - EXIT INT TERM
-    teardown_peer
-    rmdir "$SCRATCH" 2> /dev/null
-    [[ $rc -ne 0 ]] && log "exit status $rc; partial results in $OUTDIR"
-    exit "$rc"
-}
-trap cleanup EXIT
-trap 'log interrupted; exit 130' INT TERM
-
-# ---- peers: setup_PEER LABEL [MOUNT_OPTION] (set -e is off inside: explicit && chains) ----
-new_image() { CUR_IMG=$SCRATCH/$1.img CUR_MNT=$SCRATCH/mnt-$1 && rm -f "$CUR_IMG" && truncate -s "$IMG_SIZE" "$CUR_IMG" && mkdir -p "$CUR_MNT"; }
-new_loop() { CUR_LOOP=$(losetup -f --show --direct-io="$LOOP_DIO" "$CUR_IMG") && [[ -b $CUR_LOOP ]]; }
-MKFS_EXT4=(mkfs.ext4 -q -F -m 0 -E "lazy_itable_init=0,lazy_journal_init=0")
-
-wait_mounted() {  # wait_mounted WHAT LOGFILE: the daemon (CUR_PID) mounted CUR_MNT
-    local _
-    for _ in $(seq 1 150); do
-        mountpoint -q "$CUR_MNT" && return 0
-        kill -0 "$CUR_PID" 2> /dev/null || break
-        sleep 0.2
-    done
-    log "$1 did not mount: $(tail -c 400 "$2" | tr '\n' ' ')"
-    return 1
-}
-
-setup_raw()   { CUR_RAW=$SCRATCH/raw && CUR_MNT=$CUR_RAW && rm -rf "$CUR_RAW" && mkdir -p "$CUR_RAW"; }
-setup_ext4()  { new_image "$1" && new_loop && "${MKFS_EXT4[@]}" "$CUR_LOOP" && mount "$CUR_LOOP" "$CUR_MNT"; }
-setup_xfs()   { new_image "$1" && new_loop && mkfs.xfs -q -f "$CUR_LOOP" && mount "$CUR_LOOP" "$CUR_MNT"; }
-setup_btrfs() { new_image "$1" && new_loop && mkfs.btrfs -q -f "$CUR_LOOP" > /dev/null && mount "$CUR_LOOP" "$CUR_MNT"; }
-setup_fuse2fs() {
-    local lf=$OUTDIR/logs/$1.daemon.log
-    new_image "$1" && "${MKFS_EXT4[@]}" "$CUR_IMG" || return 1
-    fuse2fs "$CUR_IMG" "$CUR_MNT" -f > "$lf" 2>&1 &
-    CUR_PID=$!
-    wait_mounted fuse2fs "$lf"
-}
-setup_f2fuse() {  # setup_f2fuse LABEL [EXTRA_OPTION]
-    local lf=$OUTDIR/logs/$1.daemon.log
-    new_image "$1" || return 1
-    if [[ $F2FUSE_MKFS == mkfs.f2fs ]]; then
-        mkfs.f2fs -q -f "$CUR_IMG" > "$lf" 2>&1 || return 1
-    else
-        "$F2FUSE" mkfs -q "$CUR_IMG" > "$lf" 2>&1 || return 1
-    fi
-    local opts=$F2FUSE_OPTS mount_args=()
-    [[ -n ${2:-} ]] && opts=${opts:+$opts,}$2
-    [[ -n $opts ]] && mount_args=(-o "$opts")
-    "$F2FUSE" mount "$CUR_IMG" "$CUR_MNT" -f "${mount_args[@]}" >> "$lf" 2>&1 &
-    CUR_PID=$!
-    wait_mounted "f2fuse mount ${mount_args[*]}" "$lf"
-}
+# ---- peers: bench/peers.sh (setup_PEER LABEL [MOUNT_OPTION], teardown_peer) ----
+cleanup_on_exit
 
 # ---- f2fuse daemon counters ----
 status_snap() {  # status_snap FILE: `f2fuse status MNT --json` or an empty file
