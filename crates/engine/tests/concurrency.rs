@@ -1327,6 +1327,9 @@ struct MixedModel {
     next_name: u64,
 }
 
+/// One operation of a scenario 5 thread.
+type MixedOp<T> = fn(&mut T, &mut Worker) -> Outcome;
+
 /// One thread of scenario 5: its number, the shared state and its model.
 struct MixedThread<'a> {
     id: usize,
@@ -1336,6 +1339,29 @@ struct MixedThread<'a> {
 }
 
 impl MixedThread<'_> {
+    /// The operations of scenario 5 and their weights. Attribute changes of the
+    /// shared directories are frequent (all threads add and remove names there
+    /// meanwhile); fsync is rare, as it mostly checkpoints and so stops every
+    /// other thread.
+    const OPS: [(u64, MixedOp<Self>); 16] = [
+        (80, Self::create),
+        (80, Self::write_own),
+        (30, Self::truncate_own),
+        (30, Self::chmod_own),
+        (50, Self::xattr_own),
+        (70, Self::link),
+        (70, Self::unlink),
+        (100, Self::rename),
+        (70, Self::write_shared),
+        (5, Self::fsync),
+        (90, Self::xattr_shared_dir),
+        (80, Self::chmod_shared_dir),
+        (90, Self::move_dir),
+        (50, Self::leaf_dir),
+        (55, Self::lookup_own),
+        (50, Self::read_own),
+    ];
+
     fn new_name(&mut self, kind: &str) -> String {
         self.model.next_name += 1;
         format!("t{}-{kind}{}", self.id, self.model.next_name)
@@ -1360,28 +1386,18 @@ impl MixedThread<'_> {
             .clone()
     }
 
-    /// Runs random operations until the deadline. Attribute changes of the
-    /// shared directories are frequent: all threads add and remove names
-    /// there meanwhile.
+    /// Runs random operations, as often as `OPS` weighs them, until
+    /// the deadline.
     fn run(&mut self, w: &mut Worker) -> Outcome {
+        let total: u64 = Self::OPS.iter().map(|(weight, _)| weight).sum();
         while w.running() {
-            match w.pick(100) {
-                0..=7 => self.create(w)?,
-                8..=15 => self.write_own(w)?,
-                16..=18 => self.truncate_own(w)?,
-                19..=21 => self.chmod_own(w)?,
-                22..=26 => self.xattr_own(w)?,
-                27..=33 => self.link(w)?,
-                34..=40 => self.unlink(w)?,
-                41..=50 => self.rename(w)?,
-                51..=57 => self.write_shared(w)?,
-                58..=59 => self.fsync(w)?,
-                60..=67 => self.xattr_shared_dir(w)?,
-                68..=74 => self.chmod_shared_dir(w)?,
-                75..=83 => self.move_dir(w)?,
-                84..=88 => self.leaf_dir(w)?,
-                89..=94 => self.lookup_own(w)?,
-                _ => self.read_own(w)?,
+            let mut pick = w.rng.below(total);
+            for (weight, op) in Self::OPS {
+                if pick < weight {
+                    op(self, w)?;
+                    break;
+                }
+                pick -= weight;
             }
         }
         Ok(())
