@@ -112,6 +112,13 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if !matches!(cli.command, Command::Mount(_)) {
+        // A reader that goes away (`f2fuse info IMG | head -2`) ends the
+        // command quietly, as it does other tools: Rust ignores SIGPIPE and
+        // printing would panic. The daemon keeps ignoring it (its sockets).
+        // SAFETY: restoring a default disposition before any thread exists.
+        unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
+    }
     if let Command::Fsck { image } = &cli.command {
         return fsck::run(image);
     }

@@ -789,3 +789,30 @@ fn engine_bug_posix_acl_format() {
         "ACL as user space reads it"
     );
 }
+
+/// A reader that goes away early (`f2fuse info IMG | head -2`) ends the
+/// command quietly (SIGPIPE, as other tools), never with a panic.
+#[test]
+fn closed_stdout_is_no_panic() {
+    use std::os::unix::process::ExitStatusExt;
+    let Some(img) = image("closed-stdout") else {
+        return;
+    };
+    for command in ["info", "status"] {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_f2fuse"))
+            .args([command.as_ref(), img.path.as_os_str()])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("run f2fuse");
+        drop(child.stdout.take());
+        let out = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!stderr.contains("panicked"), "{command}: {stderr}");
+        assert!(
+            out.status.success() || out.status.signal() == Some(libc::SIGPIPE),
+            "{command}: {:?} {stderr}",
+            out.status
+        );
+    }
+}

@@ -97,6 +97,16 @@ impl InodeInfo {
         self.layout.addrs_per_inode()
     }
 
+    /// The 512-byte sectors stat(2) reports, as the kernel's f2fs_getattr:
+    /// `i_blocks` without the inode block itself, plus the bytes of inline
+    /// data (regular files) or inline dentries, which live in it.
+    pub fn stat_sectors(&self) -> u64 {
+        let inline = (self.kind == FileKind::Regular && self.has_inline(inline_flag::INLINE_DATA))
+            || self.has_inline(inline_flag::INLINE_DENTRY);
+        let inline_sectors = if inline { self.size.div_ceil(512) } else { 0 };
+        self.blocks.saturating_sub(1) * 8 + inline_sectors
+    }
+
     /// Number of 4 KiB blocks covered by `size`.
     pub fn size_blocks(&self) -> u64 {
         self.size.div_ceil(F2FS_BLKSIZE as u64)

@@ -314,3 +314,28 @@ fn kill_privileges_clears_setid_bits_and_capabilities() {
     assert_eq!(fs.resolve("/exe").unwrap().mode & 0o7777, 0o755);
     assert_eq!(fs.resolve("/chowned").unwrap().mode & 0o7777, 0o711);
 }
+
+/// stat(2) sectors as the kernel's f2fs_getattr reports them: inline data
+/// and inline dentries count by their bytes (du of small files is not 0).
+#[test]
+fn stat_sectors_count_inline_bytes() {
+    let scratch = Scratch::new("stat-sectors");
+    let img = fresh(
+        &scratch,
+        "extra_attr,inode_checksum,flexible_inline_xattr",
+        64 << 20,
+    );
+    let fs = support::open_writable(&img);
+    let small = fs.create(ROOT, b"small", 0o644, 0, 0).unwrap();
+    fs.write(small.ino, 0, &[7u8; 1000]).unwrap();
+    assert_eq!(fs.inode(small.ino).unwrap().stat_sectors(), 2);
+    let large = fs.create(ROOT, b"large", 0o644, 0, 0).unwrap();
+    fs.write(large.ino, 0, &[7u8; 5000]).unwrap();
+    assert_eq!(fs.inode(large.ino).unwrap().stat_sectors(), 16);
+    let dir = fs.mkdir(ROOT, b"dir", 0o755, 0, 0).unwrap();
+    assert_eq!(dir.stat_sectors(), dir.size.div_ceil(512));
+    assert!(dir.stat_sectors() > 0);
+    let link = fs.symlink(ROOT, b"link", b"small", 0, 0).unwrap();
+    assert_eq!(link.stat_sectors(), 0, "inline symlinks count nothing");
+    fs.unmount().unwrap();
+}

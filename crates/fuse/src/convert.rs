@@ -89,9 +89,7 @@ pub fn file_attr(inode: &InodeInfo) -> FileAttr {
     FileAttr {
         ino: to_fuse(inode.ino),
         size: inode.size,
-        // i_blocks counts 4 KiB blocks including the inode block itself;
-        // the kernel's f2fs reports the rest in 512-byte units.
-        blocks: inode.blocks.saturating_sub(1) * 8,
+        blocks: inode.stat_sectors(),
         atime: system_time(inode.atime),
         mtime: system_time(inode.mtime),
         ctime: system_time(inode.ctime),
