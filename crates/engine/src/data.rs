@@ -450,9 +450,9 @@ pub fn write_blocks_upto(
     let done = placed.len();
     let written = write_placed(ctx, inode, &placed, data);
     let published = written.and_then(|()| publish_placed(ctx, inode, &placed));
-    match allocated.and(published) {
-        Ok(()) => Ok(placed.iter().filter(|p| p.old == NULL_ADDR).count() as u64),
-        Err(e) => Err((done, e)),
+    match (allocated, published) {
+        (Ok(()), Ok(filled)) => Ok(filled),
+        (Err(e), _) | (_, Err(e)) => Err((done, e)),
     }
 }
 
@@ -537,8 +537,9 @@ fn write_placed(ctx: &Ctx, inode: &InodeInfo, placed: &[PlacedBlock], data: &[u8
 }
 
 /// Points the slots of `placed` at their new addresses (one guarded change
-/// per node), invalidates the old blocks and counts the filled holes.
-fn publish_placed(ctx: &Ctx, inode: &InodeInfo, placed: &[PlacedBlock]) -> Result<()> {
+/// per node), invalidates the old blocks and counts the filled holes in
+/// `i_blocks`; returns how many holes were filled.
+fn publish_placed(ctx: &Ctx, inode: &InodeInfo, placed: &[PlacedBlock]) -> Result<u64> {
     for same_node in placed.chunk_by(|a, b| a.slot.nid == b.slot.nid) {
         let first = &same_node[0].slot;
         ctx.nm
@@ -563,7 +564,7 @@ fn publish_placed(ctx: &Ctx, inode: &InodeInfo, placed: &[PlacedBlock]) -> Resul
             raw.i_blocks.set(raw.i_blocks.get() + filled)
         })?;
     }
-    Ok(())
+    Ok(filled)
 }
 
 /// Writes `data` at byte `offset` of a regular file or symlink, growing it.

@@ -367,7 +367,7 @@ impl NodeManager {
     }
 
     /// Like [`update_node`](Self::update_node) for a change that may fail:
-    /// on an error nothing is changed (`change` must fail before writing).
+    /// on an error the guard's copy is dropped, so nothing is changed.
     pub fn try_update_node<R>(
         &self,
         nid: u32,
@@ -375,9 +375,8 @@ impl NodeManager {
         change: impl FnOnce(&mut [u8]) -> Result<R>,
     ) -> Result<R> {
         let mut guard = self.lock_node(nid, expect)?;
-        let mut block = guard.block.clone();
-        let result = change(&mut block)?;
-        *guard.block_mut() = block;
+        let result = change(&mut guard.block)?;
+        guard.changed = true;
         Ok(result)
     }
 
@@ -776,19 +775,15 @@ impl NodeManager {
         nodes: Vec<NodeCopy>,
         marks: NodeMarks,
     ) -> Result<()> {
-        let mut placed: Vec<(u32, u32, Block, Option<u64>)> = Vec::with_capacity(nodes.len());
+        let mut placed: Vec<(u32, NodeCopy)> = Vec::with_capacity(nodes.len());
         let count = nodes.len();
-        for (i, node) in nodes.into_iter().enumerate() {
-            let NodeCopy {
-                nid,
-                mut block,
-                generation,
-            } = node;
-            let log = node_log(&block);
+        for (i, mut node) in nodes.into_iter().enumerate() {
+            let (nid, block) = (node.nid, &mut node.block);
+            let log = node_log(block);
             let addr = {
                 let mut sm = space.lock();
                 let addr = sm.allocate(log, Summary::new(nid, 0, 0))?;
-                let footer = footer_of_mut(&mut block);
+                let footer = footer_of_mut(block);
                 footer.cp_ver.set(stamp.cp_ver);
                 footer.next_blkaddr.set(sm.next_blkaddr(log));
                 match marks {
@@ -797,11 +792,11 @@ impl NodeManager {
                 }
                 addr
             };
-            if footer_of(&block).ofs() == 0 {
-                update_inode_checksum(&mut block, stamp.features, stamp.checksum_seed);
+            if footer_of(block).ofs() == 0 {
+                update_inode_checksum(block, stamp.features, stamp.checksum_seed);
             }
-            self.clean.lock().insert(addr, &block);
-            placed.push((addr, nid, block, generation));
+            self.clean.lock().insert(addr, block);
+            placed.push((addr, node));
         }
         placed.sort_by_key(|(addr, ..)| *addr);
         let mut i = 0;
@@ -811,8 +806,8 @@ impl NodeManager {
                 j += 1;
             }
             let mut buf = Vec::with_capacity((j - i) * F2FS_BLKSIZE);
-            for (_, _, block, _) in &placed[i..j] {
-                buf.extend_from_slice(block);
+            for (_, node) in &placed[i..j] {
+                buf.extend_from_slice(&node.block);
             }
             self.dev
                 .write_blocks(IoKind::Node, placed[i].0 as u64, &buf)?;
@@ -821,13 +816,19 @@ impl NodeManager {
         // Only now that the blocks are written may readers reach them through the NAT.
         if marks != NodeMarks::None {
             let mut nat = self.nat.write();
-            for (_, nid, block, _) in &placed {
-                if footer_of(block).ofs() == 0 {
-                    nat.fsynced_inodes.insert(*nid);
+            for (_, node) in &placed {
+                if footer_of(&node.block).ofs() == 0 {
+                    nat.fsynced_inodes.insert(node.nid);
                 }
             }
         }
-        for (addr, nid, _, generation) in placed {
+        for (
+            addr,
+            NodeCopy {
+                nid, generation, ..
+            },
+        ) in placed
+        {
             let old = self.nat_entry(nid)?.block_addr.get();
             self.set_node_addr(nid, addr)?;
             if let Some(generation) = generation {

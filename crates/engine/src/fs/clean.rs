@@ -3,7 +3,7 @@
 //! the operation lock exclusively.
 
 use super::{Fs, Writer};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::gc;
 use crate::lock_order::{self, Level};
 use crate::node::NodeMarks;
@@ -23,10 +23,7 @@ impl Fs {
         // Cleaning waits for the operation lock exclusively: nothing from it
         // on may be held (range locks may).
         lock_order::assert_none_from(Level::Op);
-        let w = self
-            .writer
-            .as_ref()
-            .ok_or_else(|| Error::errno(libc::EROFS, "opened read-only"))?;
+        let w = self.writable()?;
         let low =
             |w: &Writer| w.space.lock().free_sections() <= w.reserved_sections + GC_MARGIN_SECTIONS;
         if !low(w) {
@@ -117,10 +114,7 @@ impl Fs {
     /// worth it, or always in `gc_urgent` 1 and 3. Returns whether a
     /// section was cleaned.
     pub fn background_gc(&self) -> Result<bool> {
-        let w = self
-            .writer
-            .as_ref()
-            .ok_or_else(|| Error::errno(libc::EROFS, "opened read-only"))?;
+        let w = self.writable()?;
         let urgent = w.tunables.lock().gc_urgent_pace();
         if !urgent && !self.enough_invalid_blocks(w) {
             return Ok(false);
@@ -163,10 +157,7 @@ impl Fs {
     /// was in use meanwhile. Cleans at most one section; returns how long
     /// to sleep next (the `gc_*_sleep_time` tunables).
     pub fn background_gc_step(&self, slept: Duration, busy: bool) -> Result<Duration> {
-        let w = self
-            .writer
-            .as_ref()
-            .ok_or_else(|| Error::errno(libc::EROFS, "opened read-only"))?;
+        let w = self.writable()?;
         let t = w.tunables.lock().clone();
         let slept_ms = slept.as_millis().min(u32::MAX as u128) as u32;
         let ms = |ms: u32| Duration::from_millis(ms as u64);

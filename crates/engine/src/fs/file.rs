@@ -114,15 +114,31 @@ pub(super) fn blocks_of(offset: u64, len: u64) -> Range<u64> {
 /// A write is done in steps of this size, so cleaning can run between them.
 const WRITE_STEP: usize = 1 << 20;
 
+/// Where one step of a write goes, and whether block 0 is held.
+#[derive(Clone, Copy)]
+struct Step {
+    offset: u64,
+    holds_block_zero: bool,
+}
+
 impl Fs {
-    /// The blocks a change of bytes `[offset, offset + len)` of `ino` must
-    /// hold: from block 0 on while the file is inline, since moving its
-    /// inline bytes out writes block 0.
-    fn blocks_to_change(&self, ino: u32, offset: u64, len: u64) -> Range<u64> {
-        let blocks = blocks_of(offset, len);
-        match self.inode(ino) {
-            Ok(inode) if inline::has_inline_data(&inode) => 0..blocks.end.max(1),
-            _ => blocks,
+    /// Runs `change` holding `blocks` of `ino` exclusively. A file still
+    /// inline needs block 0 held too (moving its inline bytes out writes
+    /// block 0): `change`, told whether block 0 is held, answers None when
+    /// it finds the file inline without it, before changing anything, and
+    /// runs again holding it. So the common case reads the inode once.
+    fn with_blocks<R>(
+        &self,
+        ino: u32,
+        mut blocks: Range<u64>,
+        mut change: impl FnMut(bool) -> Result<Option<R>>,
+    ) -> Result<R> {
+        loop {
+            let _range = self.locks().range(ino, blocks.clone(), Mode::Exclusive);
+            if let Some(done) = change(blocks.start == 0)? {
+                return Ok(done);
+            }
+            blocks.start = 0;
         }
     }
 
@@ -133,44 +149,59 @@ impl Fs {
     /// may run between them), all holding the request's blocks.
     pub fn write(&self, ino: u32, offset: u64, buf: &[u8]) -> Result<usize> {
         self.healthy_writer()?;
-        let blocks = self.blocks_to_change(ino, offset, buf.len() as u64);
-        let _range = self.locks().range(ino, blocks, Mode::Exclusive);
-        let mut generation = None;
-        let mut done = 0;
-        for chunk in buf.chunks(WRITE_STEP) {
-            // A short step ends the write; so does an error once some
-            // bytes are written (a short write: the caller sees the error next).
-            match self.write_step(ino, offset + done as u64, chunk, &mut generation) {
-                Ok(n) => {
-                    done += n;
-                    if n < chunk.len() {
-                        break;
+        let blocks = blocks_of(offset, buf.len() as u64);
+        let done = self.with_blocks(ino, blocks, |holds_block_zero| {
+            let mut generation = None;
+            let mut done = 0;
+            for chunk in buf.chunks(WRITE_STEP) {
+                let step = Step {
+                    offset: offset + done as u64,
+                    holds_block_zero,
+                };
+                // A short step ends the write; so does an error once some
+                // bytes are written (a short write: the caller sees the error next).
+                match self.write_step(ino, step, chunk, &mut generation) {
+                    Ok(None) => return Ok(None),
+                    Ok(Some(n)) => {
+                        done += n;
+                        if n < chunk.len() {
+                            break;
+                        }
                     }
+                    Err(e) if done == 0 => return Err(e),
+                    Err(_) => break,
                 }
-                Err(e) if done == 0 => return Err(e),
-                Err(_) => break,
             }
-        }
-        if buf.is_empty() {
-            self.write_step(ino, offset, buf, &mut generation)?;
-        }
+            if buf.is_empty() {
+                let step = Step {
+                    offset,
+                    holds_block_zero,
+                };
+                return self.write_step(ino, step, buf, &mut generation);
+            }
+            Ok(Some(done))
+        })?;
         self.counters
             .add(FsCounter::UserBytesWritten as usize, done as u64);
         Ok(done)
     }
 
-    /// One step of `write`; `generation` makes later steps fail with ESTALE
-    /// if the inode was freed and its number reused meanwhile.
+    /// One step of `write` (None: the file is inline and block 0 is not
+    /// held; nothing was written); `generation` makes later steps fail with
+    /// ESTALE if the inode was freed and its number reused meanwhile.
     fn write_step(
         &self,
         ino: u32,
-        offset: u64,
+        step: Step,
         buf: &[u8],
         generation: &mut Option<u32>,
-    ) -> Result<usize> {
+    ) -> Result<Option<usize>> {
         self.mutate(|ctx| {
             let _inode = self.locks().inode(ino, Mode::Shared);
             let inode = self.caller_inode(ctx, ino)?;
+            if !step.holds_block_zero && inline::has_inline_data(&inode) {
+                return Ok(None);
+            }
             if generation.is_some_and(|g| g != inode.generation) {
                 return Err(Error::errno(
                     libc::ESTALE,
@@ -180,10 +211,10 @@ impl Fs {
             *generation = Some(inode.generation);
             require_regular(&inode)?;
             deny_if_immutable(&inode, "writing")?;
-            if flags::is_append_only(&inode) && offset < inode.size {
-                self.check_unchanged(&inode, offset, buf)?;
+            if flags::is_append_only(&inode) && step.offset < inode.size {
+                self.check_unchanged(&inode, step.offset, buf)?;
             }
-            data::write_data(ctx, ino, offset, buf)
+            data::write_data(ctx, ino, step.offset, buf).map(Some)
         })
     }
 
@@ -215,28 +246,30 @@ impl Fs {
         let (blocks, inode_mode) = if shifts {
             (WHOLE_FILE, Mode::Exclusive)
         } else {
-            (self.blocks_to_change(ino, offset, len), Mode::Shared)
+            (blocks_of(offset, len), Mode::Shared)
         };
-        let _range = self.locks().range(ino, blocks, Mode::Exclusive);
-        self.mutate(|ctx| {
-            let _inode = self.locks().inode(ino, inode_mode);
-            match self.caller_inode(ctx, ino)?.kind {
-                FileKind::Regular => data::fallocate(ctx, ino, offset, len, mode),
-                FileKind::Directory => Err(Error::errno(libc::EISDIR, format!("inode {ino}"))),
-                // As the VFS: fallocate on a fifo is ESPIPE, on other files ENODEV.
-                FileKind::Fifo => Err(Error::errno(libc::ESPIPE, format!("inode {ino}"))),
-                _ => Err(Error::errno(libc::ENODEV, format!("inode {ino}"))),
-            }
+        self.with_blocks(ino, blocks, |holds_block_zero| {
+            self.mutate(|ctx| {
+                let _inode = self.locks().inode(ino, inode_mode);
+                let inode = self.caller_inode(ctx, ino)?;
+                if !holds_block_zero && inline::has_inline_data(&inode) {
+                    return Ok(None);
+                }
+                match inode.kind {
+                    FileKind::Regular => data::fallocate(ctx, ino, offset, len, mode).map(Some),
+                    FileKind::Directory => Err(Error::errno(libc::EISDIR, format!("inode {ino}"))),
+                    // As the VFS: fallocate on a fifo is ESPIPE, on other files ENODEV.
+                    FileKind::Fifo => Err(Error::errno(libc::ESPIPE, format!("inode {ino}"))),
+                    _ => Err(Error::errno(libc::ENODEV, format!("inode {ino}"))),
+                }
+            })
         })
     }
 
     /// lseek(2) SEEK_DATA / SEEK_HOLE on file `ino` from byte `offset`.
     pub fn seek(&self, ino: u32, offset: u64, target: SeekTarget) -> Result<u64> {
         let _read = self.read_guard();
-        let _inode = self
-            .writer
-            .as_ref()
-            .map(|_| self.locks().inode(ino, Mode::Shared));
+        let _inode = self.inode_read_lock(ino);
         let inode = self.inode(ino)?;
         if inode.kind == FileKind::Directory {
             return Err(Error::errno(libc::EISDIR, format!("inode {ino}")));

@@ -65,9 +65,10 @@ use crate::stats::ShardedCounters;
 use crate::superblock::LoadedSuperblock;
 use crate::tunables::Tunables;
 use f2fuse_layout::*;
-use locks::Locks;
+use locks::{InodeGuard, Locks, Mode, RangeGuard};
 use parking_lot::{Mutex, RwLock, RwLockReadGuard};
 use std::collections::{BTreeSet, HashMap};
+use std::ops::Range;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -192,12 +193,16 @@ impl Fs {
         })
     }
 
+    /// The writer, or EROFS on a read-only open.
+    fn writable(&self) -> Result<&Writer> {
+        self.writer
+            .as_ref()
+            .ok_or_else(|| Error::errno(libc::EROFS, "opened read-only"))
+    }
+
     /// The writer of a writable file system no error has made read-only.
     fn healthy_writer(&self) -> Result<&Writer> {
-        let w = self
-            .writer
-            .as_ref()
-            .ok_or_else(|| Error::errno(libc::EROFS, "opened read-only"))?;
+        let w = self.writable()?;
         if w.failed.load(Ordering::Relaxed) {
             return Err(Error::errno(
                 libc::EROFS,
@@ -246,6 +251,21 @@ impl Fs {
             Err(_) => self.writer().failed.store(true, Ordering::Relaxed),
         }
         result
+    }
+
+    /// The inode lock of `ino` shared, on a writable file system (a
+    /// read-only one has no writers to exclude).
+    fn inode_read_lock(&self, ino: u32) -> Option<InodeGuard<'_>> {
+        self.writer
+            .as_ref()
+            .map(|w| w.locks.inode(ino, Mode::Shared))
+    }
+
+    /// Blocks `blocks` of `ino` shared, on a writable file system.
+    fn range_read_lock(&self, ino: u32, blocks: Range<u64>) -> Option<RangeGuard<'_>> {
+        self.writer
+            .as_ref()
+            .map(|w| w.locks.range(ino, blocks, Mode::Shared))
     }
 
     /// Inode `ino` as a caller names it: ESTALE if it no longer exists (a

@@ -39,6 +39,19 @@ fn check_name(name: &[u8]) -> Result<()> {
     Ok(())
 }
 
+/// The entry `name` of directory `dir`: ENAMETOOLONG for a name no entry
+/// can have, ENOENT if there is none.
+fn existing_entry(ctx: &Ctx, dir: &InodeInfo, name: &[u8]) -> Result<FoundEntry> {
+    if name.len() > F2FS_NAME_LEN {
+        return Err(Error::errno(
+            libc::ENAMETOOLONG,
+            String::from_utf8_lossy(name),
+        ));
+    }
+    dir::find_entry(ctx, dir, name)?
+        .ok_or_else(|| Error::errno(libc::ENOENT, String::from_utf8_lossy(name)))
+}
+
 impl Fs {
     fn new_entry(
         &self,
@@ -314,15 +327,7 @@ impl Fs {
         self.mutate(|ctx| {
             // A directory to remove is locked too: no entry may appear in it.
             let (mut locks, found) = self.lock_dirs_for(&[parent], || {
-                let dir = self.caller_dir(ctx, parent)?;
-                if name.len() > F2FS_NAME_LEN {
-                    return Err(Error::errno(
-                        libc::ENAMETOOLONG,
-                        String::from_utf8_lossy(name),
-                    ));
-                }
-                let found = dir::find_entry(ctx, &dir, name)?
-                    .ok_or_else(|| Error::errno(libc::ENOENT, String::from_utf8_lossy(name)))?;
+                let found = existing_entry(ctx, &self.caller_dir(ctx, parent)?, name)?;
                 let also =
                     (want_dir && found.info.kind == FileKind::Directory).then_some(found.info.ino);
                 Ok((found, also.into_iter().collect()))
@@ -396,14 +401,7 @@ impl Fs {
             let (mut locks, (old, existing)) = self.lock_dirs_for(&[parent, new_parent], || {
                 let old_dir = self.caller_dir(ctx, parent)?;
                 let new_dir = self.caller_dir(ctx, new_parent)?;
-                if name.len() > F2FS_NAME_LEN {
-                    return Err(Error::errno(
-                        libc::ENAMETOOLONG,
-                        String::from_utf8_lossy(name),
-                    ));
-                }
-                let old = dir::find_entry(ctx, &old_dir, name)?
-                    .ok_or_else(|| Error::errno(libc::ENOENT, String::from_utf8_lossy(name)))?;
+                let old = existing_entry(ctx, &old_dir, name)?;
                 check_name(new_name)?;
                 let existing = dir::find_entry(ctx, &new_dir, new_name)?;
                 let is_dir = |e: &FoundEntry| e.info.kind == FileKind::Directory;

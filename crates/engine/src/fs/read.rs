@@ -1,7 +1,6 @@
 //! Lookups and reads. Readers take no directory lock (directory changes
 //! are published whole); file data reads share the range they read.
 
-use super::locks::Mode;
 use super::{Fs, FsCounter};
 use crate::acl::{Acl, AclKind};
 use crate::data;
@@ -81,18 +80,9 @@ impl Fs {
     /// Reads the current contents of file `ino`: never part of a
     /// concurrent write of the same blocks (their range is shared).
     pub fn read_ino(&self, ino: u32, offset: u64, buf: &mut [u8]) -> Result<usize> {
-        let _range = self.writer.as_ref().map(|_| {
-            self.locks().range(
-                ino,
-                super::file::blocks_of(offset, buf.len() as u64),
-                Mode::Shared,
-            )
-        });
+        let _range = self.range_read_lock(ino, super::file::blocks_of(offset, buf.len() as u64));
         let _read = self.read_guard();
-        let _inode = self
-            .writer
-            .as_ref()
-            .map(|_| self.locks().inode(ino, Mode::Shared));
+        let _inode = self.inode_read_lock(ino);
         let inode = self.inode(ino)?;
         self.read(&inode, offset, buf)
     }
@@ -158,10 +148,7 @@ impl Fs {
     /// consistent with concurrent writers of that file.
     pub fn file_extents(&self, path: &str) -> Result<FileExtents> {
         let ino = self.resolve(path)?.ino;
-        let _range = self.writer.as_ref().map(|_| {
-            self.locks()
-                .range(ino, super::locks::WHOLE_FILE, Mode::Shared)
-        });
+        let _range = self.range_read_lock(ino, super::locks::WHOLE_FILE);
         let _read = self.read_guard();
         let inode = self.inode(ino)?;
         Ok(FileExtents {
