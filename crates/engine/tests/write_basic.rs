@@ -339,3 +339,36 @@ fn stat_sectors_count_inline_bytes() {
     assert_eq!(link.stat_sectors(), 0, "inline symlinks count nothing");
     fs.unmount().unwrap();
 }
+
+/// A write past block 0 of an inline file (and fallocate of such a range)
+/// must hold block 0 too: the inline bytes move there. Both keep them.
+#[test]
+fn writes_past_block_zero_of_inline_files_keep_the_inline_bytes() {
+    let scratch = Scratch::new("inline-past-zero");
+    let img = fresh(
+        &scratch,
+        "extra_attr,inode_checksum,flexible_inline_xattr",
+        64 << 20,
+    );
+    let fs = support::open_writable(&img);
+    let written = fs.create(ROOT, b"written", 0o644, 0, 0).unwrap();
+    fs.write(written.ino, 0, b"inline bytes").unwrap();
+    fs.write(written.ino, 8192, b"far").unwrap();
+    let allocated = fs.create(ROOT, b"allocated", 0o644, 0, 0).unwrap();
+    fs.write(allocated.ino, 0, b"inline bytes").unwrap();
+    fs.fallocate(
+        allocated.ino,
+        8192,
+        4096,
+        f2fuse_engine::FallocMode::Allocate { keep_size: false },
+    )
+    .unwrap();
+    for (path, size) in [("/written", 8195), ("/allocated", 12288)] {
+        let data = read_all(&fs, path);
+        assert_eq!(data.len(), size, "{path}");
+        assert_eq!(&data[..12], b"inline bytes", "{path}");
+        assert!(!fs.has_inline_data(&fs.resolve(path).unwrap()), "{path}");
+    }
+    fs.unmount().unwrap();
+    assert_fsck(&img, "writes past block 0 of inline files");
+}
