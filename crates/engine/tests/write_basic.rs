@@ -372,3 +372,25 @@ fn writes_past_block_zero_of_inline_files_keep_the_inline_bytes() {
     fs.unmount().unwrap();
     assert_fsck(&img, "writes past block 0 of inline files");
 }
+
+/// An inode number kept after its file was freed is a stale handle for a
+/// library caller: ESTALE, and the file system stays writable.
+#[test]
+fn freed_inode_numbers_are_stale_not_corrupt() {
+    let scratch = Scratch::new("stale-ino");
+    let img = fresh(
+        &scratch,
+        "extra_attr,inode_checksum,flexible_inline_xattr",
+        64 << 20,
+    );
+    let fs = support::open_writable(&img);
+    let gone = fs.create(ROOT, b"gone", 0o644, 0, 0).unwrap();
+    fs.unlink(ROOT, b"gone").unwrap();
+    let estale = |e: f2fuse_engine::Error| e.to_errno() == libc::ESTALE;
+    assert!(fs.write(gone.ino, 0, b"late").is_err_and(estale));
+    assert!(fs.setattr(gone.ino, &SetAttr::default()).is_err_and(estale));
+    assert!(fs.fsync(gone.ino).is_err_and(estale));
+    fs.create(ROOT, b"after", 0o644, 0, 0).unwrap();
+    fs.unmount().unwrap();
+    assert_fsck(&img, "writes to a freed inode number");
+}
