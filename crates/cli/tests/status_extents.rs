@@ -136,7 +136,7 @@ fn status_text_and_json() {
         "hot data",
         "cold node",
         "Checkpoints written: 0",
-        "Extent cache: none",
+        "Read extent cache: hits",
         "Node cache:",
         "Write amplification: n/a",
     ] {
@@ -158,7 +158,7 @@ fn status_text_and_json() {
     );
     assert_eq!(
         py(&json, "(d['writable'], d['checkpoints'], d['user_bytes_written'], d['write_amplification'], d['extent_cache'], d['io']['total_written'])"),
-        "(False, 0, 0, None, None, 0)"
+        "(False, 0, 0, None, {'hits': 0, 'misses': 0}, 0)"
     );
     // The same figures as the engine's own report of the image.
     let engine = Fs::open_path(&img.path, OpenOptions::default())

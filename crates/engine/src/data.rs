@@ -3,6 +3,7 @@
 
 use crate::device::{Block, Device, IoKind};
 use crate::error::{Error, Result};
+use crate::extent_cache::CachedExtent;
 use crate::inline;
 use crate::inode::InodeInfo;
 use crate::node::{NodeExpect, NodeManager};
@@ -70,6 +71,31 @@ impl<'a> BlockMapper<'a> {
         Ok((self.check_addr(index, addr)?, 1))
     }
 
+    /// The blocks from `index` on (at most `max`) that map alike: to block
+    /// addresses consecutive from the one of `index`, or all unwritten
+    /// (holes and reserved blocks). Returns (address of `index`, length).
+    /// Nodes are read once however many of their slots the run covers.
+    pub fn run(&mut self, index: u64, max: u64) -> Result<(u32, u64)> {
+        let (addr, known) = self.map_run(index)?;
+        if known > 1 {
+            return Ok((addr, known.min(max)));
+        }
+        let mut len = 1;
+        while len < max {
+            let (next, _) = self.map_run(index + len)?;
+            let continues = if is_unwritten(addr) {
+                is_unwritten(next)
+            } else {
+                !is_unwritten(next) && next as u64 == addr as u64 + len
+            };
+            if !continues {
+                break;
+            }
+            len += 1;
+        }
+        Ok((addr, len))
+    }
+
     fn check_addr(&self, index: u64, addr: u32) -> Result<u32> {
         match addr {
             NULL_ADDR | NEW_ADDR => Ok(addr),
@@ -126,16 +152,68 @@ pub fn check_readable(inode: &InodeInfo) -> Result<()> {
     Ok(())
 }
 
-/// Largest run of blocks read with one device request.
-const MAX_RUN_BLOCKS: u64 = 256;
+/// Whether a stored address names no block: a hole or a reserved block
+/// (both read as zeros).
+fn is_unwritten(addr: u32) -> bool {
+    addr == NULL_ADDR || addr == NEW_ADDR
+}
+
+/// The kernel's default for `serialized_dio_pages` (blocks).
+pub const DEFAULT_SERIALIZED_DIO_PAGES: u32 = 64;
+/// Largest `max_folio_order`, and its default: 512-block (2 MiB) units,
+/// the kernel's MAX_PAGECACHE_ORDER on x86-64.
+pub const MAX_FOLIO_ORDER: u8 = 9;
+
+/// How the data path groups blocks: the `max_folio_order` and
+/// `serialized_dio_pages` tunables.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DataPolicy {
+    /// Blocks per unit, 2^max_folio_order: the most one step maps, reads
+    /// with one device request, or (for a write below `serialize_from`)
+    /// allocates.
+    pub unit_blocks: u64,
+    /// A write of at least this many blocks allocates all of them in one
+    /// step, so they are contiguous in their log (0: never).
+    pub serialize_from: u64,
+}
+
+impl Default for DataPolicy {
+    fn default() -> Self {
+        DataPolicy::new(MAX_FOLIO_ORDER, DEFAULT_SERIALIZED_DIO_PAGES)
+    }
+}
+
+impl DataPolicy {
+    pub fn new(max_folio_order: u8, serialized_dio_pages: u32) -> DataPolicy {
+        DataPolicy {
+            unit_blocks: 1 << max_folio_order.min(MAX_FOLIO_ORDER),
+            serialize_from: serialized_dio_pages as u64,
+        }
+    }
+
+    /// Blocks allocated per step (one hold of the space lock) for a write of
+    /// `blocks`: all of them when it is serialized, else a unit.
+    fn allocation_step(&self, blocks: usize) -> usize {
+        if self.serialize_from != 0 && blocks as u64 >= self.serialize_from {
+            blocks.max(1)
+        } else {
+            self.unit_blocks as usize
+        }
+    }
+}
 
 /// Reads up to `buf.len()` bytes at `offset`; returns the count (0 at or past EOF).
+/// Blocks go in runs of at most a unit of `policy`, each physically
+/// contiguous run with one device request (straight into `buf` when the
+/// run is whole blocks of it); mapped runs are found in, or added to, the
+/// read extent cache.
 pub fn read_data(
     dev: &Device,
     nm: &NodeManager,
     inode: &InodeInfo,
     offset: u64,
     buf: &mut [u8],
+    policy: DataPolicy,
 ) -> Result<usize> {
     check_readable(inode)?;
     if offset >= inode.size || buf.is_empty() {
@@ -153,32 +231,37 @@ pub fn read_data(
     }
     let bs = F2FS_BLKSIZE as u64;
     let first = offset / bs;
-    let last = (offset + len as u64 - 1) / bs;
+    let end_block = (offset + len as u64).div_ceil(bs);
+    let cache = nm.extent_cache();
     let mut mapper = BlockMapper::new(nm, inode);
     let mut index = first;
     let mut scratch = Vec::new();
-    while index <= last {
-        let addr = mapper.map(index)?;
-        // Extend the run while physical addresses stay consecutive (or holes stay holes).
-        let mut run = 1u64;
-        while index + run <= last && run < MAX_RUN_BLOCKS {
-            let next = mapper.map(index + run)?;
-            let contiguous = match addr {
-                NULL_ADDR | NEW_ADDR => next == NULL_ADDR || next == NEW_ADDR,
-                a => next != NULL_ADDR && next != NEW_ADDR && next as u64 == a as u64 + run,
-            };
-            if !contiguous {
-                break;
+    while index < end_block {
+        let (addr, mapped) = match cache.lookup(inode.ino, index) {
+            Some(extent) => (extent.blkaddr, extent.len),
+            None => {
+                let (addr, mapped) = mapper.run(index, policy.unit_blocks)?;
+                if let (false, Some(seen)) = (is_unwritten(addr), inode.extent_snapshot) {
+                    let extent = CachedExtent {
+                        fofs: index,
+                        blkaddr: addr,
+                        len: mapped,
+                    };
+                    cache.insert(inode.ino, seen, extent);
+                }
+                (addr, mapped)
             }
-            run += 1;
-        }
+        };
+        let run = mapped.min(end_block - index).min(policy.unit_blocks);
         let run_start = index * bs;
         let run_end = (index + run) * bs;
         let copy_from = offset.max(run_start);
         let copy_to = (offset + len as u64).min(run_end);
         let dst = &mut buf[(copy_from - offset) as usize..(copy_to - offset) as usize];
-        if addr == NULL_ADDR || addr == NEW_ADDR {
+        if is_unwritten(addr) {
             dst.fill(0);
+        } else if copy_from == run_start && copy_to == run_end {
+            dev.read_blocks(data_kind(inode), addr as u64, dst)?;
         } else {
             scratch.resize((run * bs) as usize, 0);
             dev.read_blocks(data_kind(inode), addr as u64, &mut scratch)?;
@@ -421,12 +504,13 @@ pub fn write_blocks(
     data: &[u8],
     log: CursegType,
 ) -> Result<u64> {
-    write_blocks_upto(ctx, inode, first, data, log).map_err(|(_, e)| e)
+    write_blocks_upto(ctx, inode, first, data, log, DataPolicy::default()).map_err(|(_, e)| e)
 }
 
 /// [`write_blocks`], but a failure also says how many leading blocks were
 /// written: those are fully in place (data on disk, counted in i_blocks),
-/// the others untouched.
+/// the others untouched. `policy` says how many blocks one allocation
+/// step takes (all of a serialized write: one contiguous run).
 ///
 /// Blocks are allocated first, their data written, and only then do the
 /// nodes point at them (one guarded change per node), so a concurrent
@@ -438,14 +522,15 @@ pub fn write_blocks_upto(
     first: u64,
     data: &[u8],
     log: CursegType,
+    policy: DataPolicy,
 ) -> std::result::Result<u64, (usize, Error)> {
     debug_assert!(data.len().is_multiple_of(F2FS_BLKSIZE));
-    let mut placed: Vec<PlacedBlock> = Vec::with_capacity(data.len() / F2FS_BLKSIZE);
-    let allocated = (0..data.len() / F2FS_BLKSIZE).try_for_each(|i| {
-        let slot = addr_slot(ctx, inode, first + i as u64, true)?.expect("created");
-        let old = get_addr(ctx, inode, &slot)?;
-        placed.push(place_block(ctx, slot, old, log)?);
-        Ok(())
+    let count = data.len() / F2FS_BLKSIZE;
+    let mut placed: Vec<PlacedBlock> = Vec::with_capacity(count);
+    let allocated = map_slots(ctx, inode, first, count).and_then(|slots| {
+        slots
+            .chunks(policy.allocation_step(count))
+            .try_for_each(|step| place_blocks(ctx, step, log, &mut placed))
     });
     let done = placed.len();
     let written = write_placed(ctx, inode, &placed, data);
@@ -453,6 +538,43 @@ pub fn write_blocks_upto(
     match (allocated, published) {
         (Ok(()), Ok(filled)) => Ok(filled),
         (Err(e), _) | (_, Err(e)) => Err((done, e)),
+    }
+}
+
+/// The slots of file blocks `[first, first + count)` with the addresses
+/// they hold, creating missing nodes: each node is walked to and read once
+/// for all of its slots.
+fn map_slots(
+    ctx: &Ctx,
+    inode: &InodeInfo,
+    first: u64,
+    count: usize,
+) -> Result<Vec<(AddrSlot, u32)>> {
+    let mut slots = Vec::with_capacity(count);
+    while slots.len() < count {
+        let index = first + slots.len() as u64;
+        let slot = addr_slot(ctx, inode, index, true)?.expect("created");
+        let in_node = slots_left_in_node(inode, index).min((count - slots.len()) as u64);
+        let node = ctx.nm.read_node(slot.nid, slot_expect(inode, &slot))?;
+        for k in 0..in_node as usize {
+            let next = AddrSlot {
+                nid: slot.nid,
+                ofs_in_node: slot.ofs_in_node + k as u16,
+                byte: slot.byte + 4 * k,
+            };
+            slots.push((next, read_u32(&node, next.byte)));
+        }
+    }
+    Ok(slots)
+}
+
+/// Slots from the one of file block `index` to the end of its node's
+/// address array.
+fn slots_left_in_node(inode: &InodeInfo, index: u64) -> u64 {
+    match block_path(index, inode.addrs_per_inode()) {
+        Some(path) if path.depth == 0 => (inode.addrs_per_inode() - path.slots[0] as u32) as u64,
+        Some(path) => ADDRS_PER_BLOCK as u64 - path.slots[path.depth] as u64,
+        None => 1,
     }
 }
 
@@ -472,9 +594,8 @@ pub fn write_unpublished_blocks(
     let mut placed: Vec<PlacedBlock> = Vec::with_capacity(blocks.len());
     let written = blocks.iter().try_for_each(|(&index, data)| {
         let slot = addr_slot(ctx, inode, index, true)?.expect("created");
-        let block = place_block(ctx, slot, NULL_ADDR, log)?;
-        let new = block.new;
-        placed.push(block);
+        place_blocks(ctx, &[(slot, NULL_ADDR)], log, &mut placed)?;
+        let new = placed.last().expect("just placed").new;
         ctx.dev.write_blocks(data_kind(inode), new as u64, data)
     });
     if let Err(e) = written {
@@ -498,23 +619,52 @@ struct PlacedBlock {
     new: u32,
 }
 
-/// Allocates a new address for the block at `slot`, which holds `old` (a
-/// hole's block is counted as used); the slot is not changed yet.
-fn place_block(ctx: &Ctx, slot: AddrSlot, old: u32, log: CursegType) -> Result<PlacedBlock> {
-    let version = ctx.nm.nat_entry(slot.nid)?.version;
-    let mut space = ctx.space.lock();
-    if old == NULL_ADDR {
-        space.reserve_blocks(1)?;
+/// Allocates new addresses for `slots` (each with the address it holds;
+/// a hole's block is counted as used) in one hold of the space lock, so
+/// they are consecutive in `log` unless it moves to another segment; the
+/// slots are not changed yet. When the space for all the holes is not
+/// there, blocks are placed one by one until it runs out.
+fn place_blocks(
+    ctx: &Ctx,
+    slots: &[(AddrSlot, u32)],
+    log: CursegType,
+    placed: &mut Vec<PlacedBlock>,
+) -> Result<()> {
+    // Summaries need each node's NAT version; the NAT is not read under the space lock.
+    let mut versions = Vec::with_capacity(slots.len());
+    let mut last: Option<(u32, u8)> = None;
+    for (slot, _) in slots {
+        let version = match last {
+            Some((nid, version)) if nid == slot.nid => version,
+            _ => ctx.nm.nat_entry(slot.nid)?.version,
+        };
+        last = Some((slot.nid, version));
+        versions.push(version);
     }
-    match space.allocate(log, Summary::new(slot.nid, version, slot.ofs_in_node)) {
-        Ok(new) => Ok(PlacedBlock { slot, old, new }),
-        Err(e) => {
-            if old == NULL_ADDR {
-                space.release_blocks(1)?;
+    let holes = slots.iter().filter(|(_, old)| *old == NULL_ADDR).count() as u64;
+    let mut space = ctx.space.lock();
+    let reserved_all = space.reserve_blocks(holes).is_ok();
+    for (i, (&(slot, old), version)) in slots.iter().zip(versions).enumerate() {
+        if old == NULL_ADDR && !reserved_all {
+            space.reserve_blocks(1)?;
+        }
+        match space.allocate(log, Summary::new(slot.nid, version, slot.ofs_in_node)) {
+            Ok(new) => placed.push(PlacedBlock { slot, old, new }),
+            Err(e) => {
+                let unplaced_holes = if reserved_all {
+                    slots[i..]
+                        .iter()
+                        .filter(|(_, old)| *old == NULL_ADDR)
+                        .count() as u64
+                } else {
+                    (old == NULL_ADDR) as u64
+                };
+                space.release_blocks(unplaced_holes)?;
+                return Err(e);
             }
-            Err(e)
         }
     }
+    Ok(())
 }
 
 /// Writes the data of `placed` (consecutive blocks of `data` from its
@@ -571,7 +721,13 @@ fn publish_placed(ctx: &Ctx, inode: &InodeInfo, placed: &[PlacedBlock]) -> Resul
 /// Returns the bytes written, fewer than asked when the write reaches the
 /// largest file size or when space runs out after some blocks were written
 /// (a short write, as POSIX allows); fails only if nothing was written.
-pub fn write_data(ctx: &Ctx, ino: u32, offset: u64, data: &[u8]) -> Result<usize> {
+pub fn write_data(
+    ctx: &Ctx,
+    ino: u32,
+    offset: u64,
+    data: &[u8],
+    policy: DataPolicy,
+) -> Result<usize> {
     let mut inode = ctx.inode(ino)?;
     check_readable(&inode)?;
     if !matches!(inode.kind, Kind::Regular | Kind::Symlink) {
@@ -625,7 +781,7 @@ pub fn write_data(ctx: &Ctx, ino: u32, offset: u64, data: &[u8]) -> Result<usize
         merged = buf;
         &merged
     };
-    match write_blocks_upto(ctx, &inode, first, blocks, data_log(&inode)) {
+    match write_blocks_upto(ctx, &inode, first, blocks, data_log(&inode), policy) {
         Ok(_) => {
             finish_write(ctx, ino, end)?;
             Ok(data.len())

@@ -3,6 +3,7 @@
 
 use crate::device::Block;
 use crate::error::{Error, Result};
+use crate::extent_cache::Snapshot;
 use crate::node::{NodeExpect, NodeManager};
 use f2fuse_layout::node::{inode_of, max_file_blocks, verify_inode_checksum, InodeLayout};
 use f2fuse_layout::*;
@@ -82,6 +83,10 @@ pub struct InodeInfo {
     pub layout: InodeLayout,
     pub rdev: (u32, u32),
     pub raw: Arc<Block>,
+    /// Taken from the read extent cache before this copy was read (None
+    /// when decoded from a block of unknown age): extents mapped through
+    /// this copy may be cached only under it.
+    pub extent_snapshot: Option<Snapshot>,
 }
 
 impl InodeInfo {
@@ -121,6 +126,7 @@ pub struct InodeCheck {
 }
 
 pub fn read_inode(nm: &NodeManager, check: &InodeCheck, ino: u32) -> Result<InodeInfo> {
+    let snapshot = nm.extent_cache().snapshot(ino);
     let block = nm.read_node(
         ino,
         NodeExpect {
@@ -128,7 +134,9 @@ pub fn read_inode(nm: &NodeManager, check: &InodeCheck, ino: u32) -> Result<Inod
             ofs: Some(0),
         },
     )?;
-    decode_inode(ino, block, check).map_err(|e| e.at(format!("inode {ino}")))
+    let mut inode = decode_inode(ino, block, check).map_err(|e| e.at(format!("inode {ino}")))?;
+    inode.extent_snapshot = Some(snapshot);
+    Ok(inode)
 }
 
 fn bad(detail: String) -> Error {
@@ -225,6 +233,7 @@ pub fn decode_inode(ino: u32, block: Block, check: &InodeCheck) -> Result<InodeI
         layout,
         rdev,
         raw: Arc::new(block),
+        extent_snapshot: None,
     })
 }
 

@@ -1,8 +1,8 @@
 //! The f2fuse engine: an F2FS implementation in user space, split the way
 //! the kernel's fs/f2fs is. Lower modules never use higher ones:
 //!
-//! `lock_order` < `stats` < `device` < `superblock` < `checkpoint` < `segment` < `node`
-//! < `inode` < `flags` < `inline` < `data` < `xattr` < `acl` < `dir` < `gc`
+//! `lock_order` < `stats` < `device` < `superblock` < `checkpoint` < `segment`
+//! < `extent_cache` < `node` < `inode` < `flags` < `inline` < `data` < `xattr` < `acl` < `dir` < `gc`
 //! < `tunables` < `commit` < `recovery` < `report` < `fs` (the facade), with
 //! `mkfs` beside `fs` using only the device and the layout crate.
 
@@ -13,6 +13,7 @@ pub mod data;
 pub mod device;
 pub mod dir;
 pub mod error;
+pub mod extent_cache;
 pub mod flags;
 pub mod fs;
 pub mod fsck;

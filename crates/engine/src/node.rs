@@ -19,6 +19,7 @@
 use crate::checkpoint::CheckpointState;
 use crate::device::{Block, Device, IoKind};
 use crate::error::{Error, Result};
+use crate::extent_cache::ExtentCache;
 use crate::lock_order::{self, Level};
 use crate::stats::ShardedCounters;
 use f2fuse_layout::node::{footer_of, footer_of_mut};
@@ -122,6 +123,9 @@ pub struct NodeManager {
     /// Inode checksums are kept current in cached inode blocks too.
     features: u32,
     checksum_seed: u32,
+    /// Mapped runs of file blocks, dropped whenever a node of their inode
+    /// changes (see `extent_cache`).
+    extents: ExtentCache,
 }
 
 impl NodeManager {
@@ -168,6 +172,7 @@ impl NodeManager {
             lookups: ShardedCounters::default(),
             features: sb.feature.get(),
             checksum_seed: f2fuse_layout::node::inode_checksum_seed(&sb.uuid),
+            extents: ExtentCache::default(),
         })
     }
 
@@ -384,7 +389,14 @@ impl NodeManager {
         if footer_of(&block).ofs() == 0 {
             update_inode_checksum(&mut block, self.features, self.checksum_seed);
         }
+        let owner = footer_of(&block).ino.get();
         self.dirty_nodes.lock().insert(nid, block);
+        self.extents.invalidate(owner);
+    }
+
+    /// The read extent cache of every inode's data blocks.
+    pub fn extent_cache(&self) -> &ExtentCache {
+        &self.extents
     }
 
     /// Creates a zeroed node block for `nid`, owned by `ino`, at node offset `ofs`.
@@ -408,6 +420,7 @@ impl NodeManager {
     pub fn free_node(&self, nid: u32) -> Result<Option<u32>> {
         let old = self.nat_entry(nid)?;
         self.dirty_nodes.lock().nodes.remove(&nid);
+        self.extents.invalidate(old.ino.get());
         let addr = old.block_addr.get();
         // The version changes so stale summaries and fsync chains never match a reused nid.
         self.set_nat(

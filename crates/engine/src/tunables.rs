@@ -8,6 +8,7 @@
 //! bounds foreground searches too, as when the kernel introduced it (current
 //! kernels bound only background cleaning and SSR victim searches).
 
+use crate::data::{DataPolicy, DEFAULT_SERIALIZED_DIO_PAGES, MAX_FOLIO_ORDER};
 use crate::error::{Error, Result};
 use crate::gc::VictimPolicy;
 use std::time::Duration;
@@ -117,6 +118,20 @@ pub const TUNABLES: &[TunableInfo] = &[
         u32::MAX as u64,
     ),
     info(
+        "serialized_dio_pages",
+        "a write of at least this many blocks gets all of them in one allocation step, \
+         contiguous in its log; smaller writes allocate a unit at a time (0: never)",
+        0,
+        u32::MAX as u64,
+    ),
+    info(
+        "max_folio_order",
+        "the data path maps, allocates and reads in units of up to 2^n blocks \
+         (0: block at a time)",
+        0,
+        MAX_FOLIO_ORDER as u64,
+    ),
+    info(
         "dir_level",
         "hash level of directories created from now on (i_dir_level): 2^n buckets at level 0",
         0,
@@ -154,6 +169,8 @@ pub struct Tunables {
     /// need_SSR; default: the reserved sections again).
     pub min_ssr_sections: u32,
     pub dir_level: u8,
+    pub serialized_dio_pages: u32,
+    pub max_folio_order: u8,
 }
 
 /// The entry of `name`, or a clear error listing the known names.
@@ -215,6 +232,8 @@ impl Tunables {
                 .min(MAX_DEFAULT_RECLAIM_SEGMENTS as u64) as u32,
             min_ssr_sections: reserved_sections,
             dir_level: 0,
+            serialized_dio_pages: DEFAULT_SERIALIZED_DIO_PAGES,
+            max_folio_order: MAX_FOLIO_ORDER,
         }
     }
 
@@ -241,6 +260,8 @@ impl Tunables {
             "reclaim_segments" => self.reclaim_segments as u64,
             "min_ssr_sections" => self.min_ssr_sections as u64,
             "dir_level" => self.dir_level as u64,
+            "serialized_dio_pages" => self.serialized_dio_pages as u64,
+            "max_folio_order" => self.max_folio_order as u64,
             _ => unreachable!("every name in TUNABLES is handled"),
         })
     }
@@ -274,6 +295,8 @@ impl Tunables {
             "reclaim_segments" => self.reclaim_segments = value as u32,
             "min_ssr_sections" => self.min_ssr_sections = value as u32,
             "dir_level" => self.dir_level = value as u8,
+            "serialized_dio_pages" => self.serialized_dio_pages = value as u32,
+            "max_folio_order" => self.max_folio_order = value as u8,
             _ => unreachable!("checked by lookup"),
         }
         Ok(())
@@ -311,6 +334,11 @@ impl Tunables {
             self.gc_mode,
             GcMode::UrgentHigh | GcMode::UrgentLow | GcMode::UrgentMid
         )
+    }
+
+    /// How the data path groups blocks.
+    pub fn data_policy(&self) -> DataPolicy {
+        DataPolicy::new(self.max_folio_order, self.serialized_dio_pages)
     }
 
     pub fn cp_interval(&self) -> Duration {
@@ -358,6 +386,7 @@ mod tests {
         assert_eq!(t.get("cp_interval").unwrap(), 60);
         assert_eq!(t.get("reclaim_segments").unwrap(), 50);
         assert_eq!(Tunables::defaults(1 << 20, 2).reclaim_segments, 4096);
+        assert_eq!(t.get("serialized_dio_pages").unwrap(), 64);
         assert_eq!(t.list().len(), TUNABLES.len());
     }
 
@@ -371,6 +400,7 @@ mod tests {
             ("gc_min_sleep_time", "-1"),
             ("cp_interval", "1e3"),
             ("dir_level", "29"),
+            ("max_folio_order", "10"),
             ("reclaim_segments", "4294967296"),
         ] {
             let err = parse_value(name, bad).unwrap_err();

@@ -214,7 +214,7 @@ impl Fs {
             if flags::is_append_only(&inode) && step.offset < inode.size {
                 self.check_unchanged(&inode, step.offset, buf)?;
             }
-            data::write_data(ctx, ino, step.offset, buf).map(Some)
+            data::write_data(ctx, ino, step.offset, buf, self.data_policy.load()).map(Some)
         })
     }
 
@@ -226,7 +226,14 @@ impl Fs {
     fn check_unchanged(&self, inode: &InodeInfo, offset: u64, buf: &[u8]) -> Result<()> {
         let overlap = (inode.size - offset).min(buf.len() as u64) as usize;
         let mut old = vec![0u8; overlap];
-        let n = data::read_data(&self.dev, &self.nm, inode, offset, &mut old)?;
+        let n = data::read_data(
+            &self.dev,
+            &self.nm,
+            inode,
+            offset,
+            &mut old,
+            self.data_policy.load(),
+        )?;
         if n != overlap || old != buf[..overlap] {
             return Err(Error::errno(
                 libc::EPERM,

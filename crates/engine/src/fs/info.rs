@@ -45,6 +45,7 @@ impl Fs {
             gc: gc.clone(),
             checkpoints: self.counters.get(FsCounter::CheckpointsWritten as usize),
             node_cache: self.nm.cache_stats(),
+            extent_cache: self.nm.extent_cache().stats(),
             io: self.dev.io_stats(),
             user_bytes_written: self.counters.get(FsCounter::UserBytesWritten as usize),
             user_bytes_read: self.counters.get(FsCounter::UserBytesRead as usize),
@@ -99,6 +100,7 @@ impl Fs {
     pub fn set_tunable(&self, name: &str, value: u64) -> Result<()> {
         let mut t = self.tunables_of()?.lock();
         t.set(name, value)?;
+        self.data_policy.store(&t);
         if name == "min_ssr_sections" {
             let w = self.writer();
             w.space

@@ -54,6 +54,7 @@ pub use file::{SetAttr, TimeSet};
 pub use namei::RenameFlags;
 
 use crate::checkpoint::CheckpointState;
+use crate::data::DataPolicy;
 use crate::device::Device;
 use crate::error::{Error, Result};
 use crate::gc::GcState;
@@ -69,7 +70,7 @@ use locks::{InodeGuard, Locks, Mode, RangeGuard};
 use parking_lot::{Mutex, RwLock, RwLockReadGuard};
 use std::collections::{BTreeSet, HashMap};
 use std::ops::Range;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU8, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -151,6 +152,37 @@ pub struct Fs {
     /// Indexed by [`FsCounter`]; sharded because reads and writes of many
     /// threads bump them.
     counters: ShardedCounters<3>,
+    /// The data path's tunables, read by every read and write without a lock.
+    data_policy: DataPolicyCell,
+}
+
+/// [`DataPolicy`] in atomics (`max_folio_order`, `serialized_dio_pages`).
+struct DataPolicyCell {
+    folio_order: AtomicU8,
+    serialized_dio_pages: AtomicU32,
+}
+
+impl DataPolicyCell {
+    fn new(tunables: &Tunables) -> DataPolicyCell {
+        DataPolicyCell {
+            folio_order: AtomicU8::new(tunables.max_folio_order),
+            serialized_dio_pages: AtomicU32::new(tunables.serialized_dio_pages),
+        }
+    }
+
+    fn store(&self, tunables: &Tunables) {
+        self.folio_order
+            .store(tunables.max_folio_order, Ordering::Relaxed);
+        self.serialized_dio_pages
+            .store(tunables.serialized_dio_pages, Ordering::Relaxed);
+    }
+
+    fn load(&self) -> DataPolicy {
+        DataPolicy::new(
+            self.folio_order.load(Ordering::Relaxed),
+            self.serialized_dio_pages.load(Ordering::Relaxed),
+        )
+    }
 }
 
 /// What the facade counts itself (the layers below count their own work).

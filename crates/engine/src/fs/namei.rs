@@ -6,7 +6,7 @@
 use super::locks::NamespaceLocks;
 use super::Fs;
 use crate::acl::{Acl, AclKind};
-use crate::data;
+use crate::data::{self, DataPolicy};
 use crate::dir::{self, FoundEntry};
 use crate::error::{Error, Result};
 use crate::flags::{deny_if_immutable, deny_if_locked};
@@ -260,7 +260,7 @@ impl Fs {
                 rdev: (0, 0),
             },
             // One block at most: written whole or not at all.
-            |ctx, ino| data::write_data(ctx, ino, 0, target).map(|_| ()),
+            |ctx, ino| data::write_data(ctx, ino, 0, target, DataPolicy::default()).map(|_| ()),
         )
     }
 

@@ -1,7 +1,7 @@
 //! Opening an image (read-only or writable, with recovery) and unmounting.
 
 use super::locks::Locks;
-use super::{Clock, Fs, OpenOptions, Writer};
+use super::{Clock, DataPolicyCell, Fs, OpenOptions, Writer};
 use crate::checkpoint::{load_checkpoint, CheckpointState};
 use crate::device::{BlockDevice, Device, FileDevice, FileDeviceOptions, OverlayDevice};
 use crate::error::{Error, Result};
@@ -96,6 +96,7 @@ impl Fs {
             sit: Mutex::new(None),
             writer: None,
             counters: ShardedCounters::default(),
+            data_policy: DataPolicyCell::new(&Tunables::defaults(0, 0)),
         };
         let root = fs.inode(F2FS_ROOT_INO)?;
         if root.kind != FileKind::Directory {
@@ -147,6 +148,7 @@ impl Fs {
         }
         let (cold, hot) = sb.extensions();
         let orphans: BTreeSet<u32> = fs.cp.read().orphans.iter().copied().collect();
+        fs.data_policy.store(&tuned);
         fs.writer = Some(Writer {
             space: Mutex::new(space),
             op_lock: RwLock::new(()),

@@ -71,7 +71,14 @@ impl Fs {
         if inode.kind == FileKind::Directory {
             return Err(Error::errno(libc::EISDIR, format!("inode {}", inode.ino)));
         }
-        let n = data::read_data(&self.dev, &self.nm, inode, offset, buf)?;
+        let n = data::read_data(
+            &self.dev,
+            &self.nm,
+            inode,
+            offset,
+            buf,
+            self.data_policy.load(),
+        )?;
         self.counters
             .add(FsCounter::UserBytesRead as usize, n as u64);
         Ok(n)
@@ -96,7 +103,14 @@ impl Fs {
             ));
         }
         let mut target = vec![0u8; inode.size as usize];
-        let n = data::read_data(&self.dev, &self.nm, inode, 0, &mut target)?;
+        let n = data::read_data(
+            &self.dev,
+            &self.nm,
+            inode,
+            0,
+            &mut target,
+            self.data_policy.load(),
+        )?;
         target.truncate(n);
         Ok(target)
     }
