@@ -226,7 +226,7 @@ impl Fs {
     fn check_unchanged(&self, inode: &InodeInfo, offset: u64, buf: &[u8]) -> Result<()> {
         let overlap = (inode.size - offset).min(buf.len() as u64) as usize;
         let mut old = vec![0u8; overlap];
-        let n = data::read_data(&self.dev, &self.nm, inode, offset, &mut old)?;
+        let n = crate::compress::read_data(&self.dev, &self.nm, inode, offset, &mut old)?;
         if n != overlap || old != buf[..overlap] {
             return Err(Error::errno(
                 libc::EPERM,
