@@ -25,7 +25,7 @@ use f2fuse_layout::dentry::{dir_block_index, level_of_block, DentryGeometry, Den
 use f2fuse_layout::hash::dentry_hash;
 use f2fuse_layout::node::{
     block_path, footer_of, inode_checksum_seed, inode_of, is_dnode_offset, max_file_blocks,
-    start_bidx_of_node, verify_inode_checksum, InodeLayout,
+    start_bidx_of_node, verify_inode_checksum, AddrCounts, InodeLayout,
 };
 use f2fuse_layout::segment::{NatBlock, SitBlock, SummaryBlock};
 use f2fuse_layout::superblock::{decode_superblock_copy, SuperBlock};
@@ -365,13 +365,13 @@ pub fn inode(data: &[u8]) {
     let ofs = footer.ofs();
     let _ = (footer.is_cold(), footer.is_fsync(), footer.is_dent());
     if is_dnode_offset(ofs) {
-        let _ = start_bidx_of_node(ofs, 923);
+        let _ = start_bidx_of_node(ofs, AddrCounts::plain(923));
     }
     let raw = inode_of(&block);
     let _ = verify_inode_checksum(&block, check.features, check.checksum_seed);
     if let Ok(layout) = InodeLayout::of(raw, check.features) {
-        let apo = layout.addrs_per_inode();
-        for i in 0..apo as usize {
+        let apo = AddrCounts::plain(layout.addrs_per_inode());
+        for i in 0..apo.per_inode as usize {
             let _ = raw.data_addr(&layout, i);
         }
         let inline = &raw_bytes(&block)[layout.inline_data_range()];

@@ -282,9 +282,11 @@ pub fn write_file(fs: &Fs, inode: &InodeInfo, dest: &Path) -> Result<(), String>
     let mut buf = vec![0u8; 1 << 20];
     let mut offset = 0u64;
     loop {
-        let n = fs
-            .read(inode, offset, &mut buf)
-            .map_err(|e| e.to_string())?;
+        let n = fs.read(inode, offset, &mut buf).map_err(|e| {
+            // No partial copy is left behind looking like the file.
+            let _ = std::fs::remove_file(dest);
+            format!("{}: {e}", dest.display())
+        })?;
         if n == 0 {
             break;
         }

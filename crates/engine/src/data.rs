@@ -7,7 +7,7 @@ use crate::extent_cache::CachedExtent;
 use crate::inline;
 use crate::inode::InodeInfo;
 use crate::node::{NodeExpect, NodeManager};
-use f2fuse_layout::node::{block_path, node_slot, BlockPath};
+use f2fuse_layout::node::{block_path, node_slot, AddrCounts, BlockPath};
 use f2fuse_layout::*;
 
 /// Maps file block indexes of one inode, keeping the last node read at each
@@ -39,7 +39,7 @@ impl<'a> BlockMapper<'a> {
     /// these runs costs one step per missing node, not one per block.
     pub fn map_run(&mut self, index: u64) -> Result<(u32, u64)> {
         let inode = self.inode;
-        let Some(path) = block_path(index, inode.addrs_per_inode()) else {
+        let Some(path) = block_path(index, inode.addrs()) else {
             return Ok((NULL_ADDR, 1));
         };
         let raw_inode = inode.inode();
@@ -49,7 +49,7 @@ impl<'a> BlockMapper<'a> {
             let mut nid = raw_inode.i_nid[path.slots[0]].get();
             for level in 1..=path.depth {
                 if nid == 0 {
-                    return Ok((NULL_ADDR, rest_of_node_range(&path, level)));
+                    return Ok((NULL_ADDR, rest_of_node_range(&path, level, inode.addrs())));
                 }
                 let hit = matches!(&self.cached[level], Some((cached, _)) if *cached == nid);
                 if !hit {
@@ -99,10 +99,14 @@ impl<'a> BlockMapper<'a> {
     fn check_addr(&self, index: u64, addr: u32) -> Result<u32> {
         match addr {
             NULL_ADDR | NEW_ADDR => Ok(addr),
-            COMPRESS_ADDR => Err(Error::unsupported(format!(
-                "inode {}: compressed cluster at block {index}",
-                self.inode.ino
-            ))),
+            // Checked cluster by cluster by the compress module.
+            COMPRESS_ADDR if self.inode.compression.is_some() => Ok(addr),
+            COMPRESS_ADDR => Err(Corrupt::new(
+                "block address",
+                format!("file block {index} holds COMPRESS_ADDR but the file is not compressed"),
+            )
+            .at(format!("inode {}", self.inode.ino))
+            .into()),
             a if self.nm.is_main_blkaddr(a) => Ok(a),
             a => Err(Corrupt::new(
                 "block address",
@@ -116,12 +120,11 @@ impl<'a> BlockMapper<'a> {
 
 /// Blocks from the one `path` leads to until the end of the range covered
 /// by the node reached at `level` of that path.
-fn rest_of_node_range(path: &BlockPath, level: usize) -> u64 {
-    let per_node = ADDRS_PER_BLOCK as u64;
+fn rest_of_node_range(path: &BlockPath, level: usize, addrs: AddrCounts) -> u64 {
     let (mut within, mut span) = (0u64, 1u64);
     for k in (level..=path.depth).rev() {
         within += path.slots[k] as u64 * span;
-        span *= per_node;
+        span = addrs.node_span((path.depth - k) as u32);
     }
     span - within
 }
@@ -140,12 +143,6 @@ pub fn check_readable(inode: &InodeInfo) -> Result<()> {
     if inode.advise & fadvise::ENCRYPT != 0 {
         return Err(Error::unsupported(format!(
             "inode {}: encrypted file",
-            inode.ino
-        )));
-    }
-    if inode.flags & inode_flag::COMPR != 0 {
-        return Err(Error::unsupported(format!(
-            "inode {}: compressed file",
             inode.ino
         )));
     }
@@ -308,7 +305,8 @@ pub fn extent_map(nm: &NodeManager, inode: &InodeInfo) -> Result<Vec<Extent>> {
     while index < end {
         let (addr, run) = mapper.map_run(index)?;
         let place = match addr {
-            NULL_ADDR => {
+            // A compressed cluster's marker owns no block.
+            NULL_ADDR | COMPRESS_ADDR => {
                 index = index.saturating_add(run);
                 continue;
             }
@@ -394,7 +392,7 @@ pub fn addr_slot(
     index: u64,
     create: bool,
 ) -> Result<Option<AddrSlot>> {
-    let path = block_path(index, inode.addrs_per_inode()).ok_or_else(|| {
+    let path = block_path(index, inode.addrs()).ok_or_else(|| {
         Error::errno(
             libc::EFBIG,
             format!("inode {}: block {index} beyond the largest file", inode.ino),
@@ -571,9 +569,10 @@ fn map_slots(
 /// Slots from the one of file block `index` to the end of its node's
 /// address array.
 fn slots_left_in_node(inode: &InodeInfo, index: u64) -> u64 {
-    match block_path(index, inode.addrs_per_inode()) {
-        Some(path) if path.depth == 0 => (inode.addrs_per_inode() - path.slots[0] as u32) as u64,
-        Some(path) => ADDRS_PER_BLOCK as u64 - path.slots[path.depth] as u64,
+    let addrs = inode.addrs();
+    match block_path(index, addrs) {
+        Some(path) if path.depth == 0 => (addrs.per_inode - path.slots[0] as u32) as u64,
+        Some(path) => (addrs.per_block - path.slots[path.depth] as u32) as u64,
         None => 1,
     }
 }
@@ -739,7 +738,7 @@ pub fn write_data(
     if data.is_empty() {
         return Ok(0);
     }
-    let max = max_file_blocks(inode.addrs_per_inode()) * F2FS_BLKSIZE as u64;
+    let max = max_file_blocks(inode.addrs()) * F2FS_BLKSIZE as u64;
     if offset >= max {
         return Err(Error::errno(
             libc::EFBIG,
@@ -838,12 +837,15 @@ fn finish_write(ctx: &Ctx, ino: u32, end: u64) -> Result<()> {
     })
 }
 
-/// Frees an address found in a node: NEW_ADDR reservations and real blocks.
-fn free_addr(ctx: &Ctx, addr: u32) -> Result<u64> {
+/// Frees an address found in a node of `inode`: NEW_ADDR reservations,
+/// compressed-cluster markers (counted blocks unless the file was
+/// released) and real blocks. Returns the blocks it counted.
+fn free_addr(ctx: &Ctx, inode: &InodeInfo, addr: u32) -> Result<u64> {
     let mut space = ctx.space.lock();
     match addr {
         NULL_ADDR => return Ok(0),
-        NEW_ADDR => {}
+        COMPRESS_ADDR if inode.compression.is_some_and(|c| c.released) => return Ok(0),
+        NEW_ADDR | COMPRESS_ADDR => {}
         a => space.invalidate(a)?,
     }
     space.release_blocks(1)?;
@@ -863,18 +865,26 @@ fn truncate_node(
     levels: u32,
     from: u64,
 ) -> Result<(u64, bool)> {
-    let per = ADDRS_PER_BLOCK as u64;
+    let per = if levels == 0 {
+        inode.addrs().per_block
+    } else {
+        NIDS_PER_BLOCK
+    };
     let expect = NodeExpect {
         ino: Some(inode.ino),
         ofs: Some(ofs),
     };
     let block = ctx.nm.read_node(nid, expect)?;
-    let child_span = per.pow(levels);
+    let child_span = if levels == 0 {
+        1
+    } else {
+        inode.addrs().node_span(levels - 1)
+    };
     let mut freed = 0u64;
     let first_slot = if from <= start {
         0
     } else {
-        ((from - start) / child_span.max(1)) as usize
+        ((from - start) / child_span) as usize
     };
     let mut cleared = Vec::new();
     for slot in first_slot..per as usize {
@@ -885,7 +895,7 @@ fn truncate_node(
         let child_start = start + slot as u64 * child_span;
         if levels == 0 {
             if child_start >= from {
-                freed += free_addr(ctx, value)?;
+                freed += free_addr(ctx, inode, value)?;
                 cleared.push(slot);
             }
         } else {
@@ -934,29 +944,30 @@ pub fn truncate_blocks(ctx: &Ctx, ino: u32, from: u64) -> Result<()> {
     {
         return Ok(());
     }
-    let a = inode.addrs_per_inode() as u64;
-    let n = ADDRS_PER_BLOCK as u64;
+    let addrs = inode.addrs();
+    let a = addrs.per_inode as u64;
+    let span = |levels| addrs.node_span(levels);
     let mut freed = 0u64;
     // Addresses in the inode itself.
     let mut cleared = Vec::new();
     for index in from.min(a)..a {
         let addr = inode.inode().data_addr(&inode.layout, index as usize);
         if addr != NULL_ADDR {
-            freed += free_addr(ctx, addr)?;
+            freed += free_addr(ctx, &inode, addr)?;
             cleared.push(index as usize);
         }
     }
     let subtrees: [(usize, u32, u64, u32); 5] = [
         (0, 1, a, 0),
-        (1, 2, a + n, 0),
-        (2, node::IND_OFS_1, a + 2 * n, 1),
-        (3, node::IND_OFS_2, a + 2 * n + n * n, 1),
-        (4, node::DIND_OFS, a + 2 * n + 2 * n * n, 2),
+        (1, 2, a + span(0), 0),
+        (2, node::IND_OFS_1, a + 2 * span(0), 1),
+        (3, node::IND_OFS_2, a + 2 * span(0) + span(1), 1),
+        (4, node::DIND_OFS, a + 2 * span(0) + 2 * span(1), 2),
     ];
     let mut cleared_nids = Vec::new();
     for (slot, ofs, start, levels) in subtrees {
         let nid = inode.inode().i_nid[slot].get();
-        if nid == 0 || start + n.pow(levels + 1) <= from {
+        if nid == 0 || start + span(levels) <= from {
             continue;
         }
         let (count, gone) = truncate_node(ctx, &inode, nid, ofs, start, levels, from)?;
@@ -983,7 +994,7 @@ pub fn truncate_blocks(ctx: &Ctx, ino: u32, from: u64) -> Result<()> {
 /// Sets a file's size: frees blocks past it and zeroes the tail of the last one.
 pub fn truncate(ctx: &Ctx, ino: u32, size: u64) -> Result<()> {
     let inode = ctx.inode(ino)?;
-    if size > max_file_blocks(inode.addrs_per_inode()) * F2FS_BLKSIZE as u64 {
+    if size > max_file_blocks(inode.addrs()) * F2FS_BLKSIZE as u64 {
         return Err(Error::errno(
             libc::EFBIG,
             format!("inode {ino}: size {size} too large"),
@@ -1026,7 +1037,7 @@ pub fn punch_block(ctx: &Ctx, inode: &InodeInfo, index: u64) -> Result<()> {
         return Ok(());
     };
     let addr = get_addr(ctx, inode, &slot)?;
-    let freed = free_addr(ctx, addr)?;
+    let freed = free_addr(ctx, inode, addr)?;
     if freed > 0 {
         set_addr(ctx, inode, &slot, NULL_ADDR)?;
         ctx.try_update_inode(inode.ino, |raw| {
@@ -1118,7 +1129,7 @@ pub fn fallocate(ctx: &Ctx, ino: u32, offset: u64, len: u64, mode: FallocMode) -
     if len == 0 {
         return Err(Error::errno(libc::EINVAL, "fallocate of length 0"));
     }
-    let max = max_file_blocks(inode.addrs_per_inode()) * F2FS_BLKSIZE as u64;
+    let max = max_file_blocks(inode.addrs()) * F2FS_BLKSIZE as u64;
     let end = offset
         .checked_add(len)
         .filter(|&e| e <= max && e <= i64::MAX as u64)
@@ -1363,7 +1374,7 @@ fn free_blocks(ctx: &Ctx, inode: &InodeInfo, first: u64, end: u64) -> Result<()>
             return Ok(0);
         };
         set_addr(ctx, inode, &slot, NULL_ADDR)?;
-        Ok(-(free_addr(ctx, addr)? as i64))
+        Ok(-(free_addr(ctx, inode, addr)? as i64))
     })
 }
 

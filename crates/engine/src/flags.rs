@@ -60,7 +60,7 @@ pub fn get_flags(inode: &InodeInfo) -> u32 {
 
 /// The `i_flags` value FS_IOC_SETFLAGS with `requested` gives `inode`, or
 /// the error the kernel's F2FS returns for it.
-pub fn flags_to_store(inode: &InodeInfo, requested: u32) -> Result<u32> {
+pub fn flags_to_store(inode: &InodeInfo, requested: u32, has_compression: bool) -> Result<u32> {
     if requested & !GETTABLE != 0 {
         return Err(Error::errno(
             libc::EOPNOTSUPP,
@@ -79,11 +79,16 @@ pub fn flags_to_store(inode: &InodeInfo, requested: u32) -> Result<u32> {
             format!("flags {:#x} on a {:?}", wanted & !allowed, inode.kind),
         ));
     }
-    // Neither compression nor casefolding is among the features we write.
-    if wanted & (inode_flag::COMPR | inode_flag::NOCOMP) != 0 {
+    if wanted & (inode_flag::COMPR | inode_flag::NOCOMP) != 0 && !has_compression {
         return Err(Error::errno(
             libc::EOPNOTSUPP,
             "compression flags without the compression feature",
+        ));
+    }
+    if wanted & inode_flag::COMPR != 0 && wanted & inode_flag::NOCOMP != 0 {
+        return Err(Error::errno(
+            libc::EINVAL,
+            "compression and no-compression flags together",
         ));
     }
     if (wanted ^ inode.flags) & inode_flag::CASEFOLD != 0 {

@@ -3,11 +3,13 @@
 //! fsck.f2fs: 0 clean, 4 errors left, 8 operational error, 255 the image
 //! cannot even be opened.
 
+use crate::compress::ClusterShape;
 use crate::device::IoKind;
 use crate::error::{Error, Result};
 use crate::fs::Fs;
 use crate::inode::{FileKind, InodeInfo};
 use crate::node::NodeExpect;
+use f2fuse_layout::compress::InodeCompression;
 use f2fuse_layout::dentry::{dir_buckets, level_of_block, DentryGeometry, DentrySet};
 use f2fuse_layout::hash::dentry_hash;
 use f2fuse_layout::node::{footer_of, node_slot, DIND_OFS, IND_OFS_1, IND_OFS_2};
@@ -55,6 +57,9 @@ struct Checker<'a> {
     dentries_of: BTreeMap<u32, u32>,
     subdirs_of: BTreeMap<u32, u32>,
     visited: HashSet<u32>,
+    /// (file block, address) of the slots of the compressed file being
+    /// checked, in file order (slots under missing nodes are not there).
+    cluster_slots: Vec<(u64, u32)>,
 }
 
 /// Checks an open file system.
@@ -67,6 +72,7 @@ pub fn check(fs: &Fs) -> Result<FsckReport> {
         dentries_of: BTreeMap::new(),
         subdirs_of: BTreeMap::new(),
         visited: HashSet::new(),
+        cluster_slots: Vec::new(),
     };
     if let Some(e) = &fs.loaded_superblock().other_copy_error {
         c.problem(format!("the other superblock copy is invalid: {e}"));
@@ -268,12 +274,22 @@ impl Checker<'_> {
         addr: u32,
         index: u64,
     ) -> Result<u64> {
+        if inode.compression.is_some() {
+            self.cluster_slots.push((index, addr));
+        }
         match addr {
             NULL_ADDR => Ok(0),
             NEW_ADDR => {
                 self.report.reserved += 1;
                 Ok(1)
             }
+            // Counted like a reservation, except in a released file; its
+            // place is checked with the rest of the cluster.
+            COMPRESS_ADDR if inode.compression.is_some_and(|c| !c.released) => {
+                self.report.reserved += 1;
+                Ok(1)
+            }
+            COMPRESS_ADDR if inode.compression.is_some() => Ok(0),
             a => {
                 let version = self.fs.node_manager().nat_entry(nid)?.version;
                 self.claim(
@@ -289,19 +305,26 @@ impl Checker<'_> {
 
     /// Data addresses in the inode and every node below it; returns blocks counted.
     fn check_addrs(&mut self, inode: &InodeInfo) -> Result<u64> {
-        let a = inode.addrs_per_inode() as u64;
-        let n = ADDRS_PER_BLOCK as u64;
+        let addrs = inode.addrs();
+        let a = addrs.per_inode as u64;
+        let span = |levels| addrs.node_span(levels);
+        self.cluster_slots.clear();
         let mut counted = 0;
-        for index in 0..a {
+        // Slots past a compressed file's whole clusters are unused and stay NULL_ADDR.
+        for index in 0..inode.layout.addrs_per_inode() as u64 {
             let addr = inode.inode().data_addr(&inode.layout, index as usize);
+            if index >= a {
+                self.unused_slot(inode, addr, format!("inode slot {index}"));
+                continue;
+            }
             counted += self.check_data_addr(inode, inode.ino, index as u16, addr, index)?;
         }
         let roots = [
             (1u32, a, 0u32),
-            (2, a + n, 0),
-            (IND_OFS_1, a + 2 * n, 1),
-            (IND_OFS_2, a + 2 * n + n * n, 1),
-            (DIND_OFS, a + 2 * n + 2 * n * n, 2),
+            (2, a + span(0), 0),
+            (IND_OFS_1, a + 2 * span(0), 1),
+            (IND_OFS_2, a + 2 * span(0) + span(1), 1),
+            (DIND_OFS, a + 2 * span(0) + 2 * span(1), 2),
         ];
         for (slot, (ofs, start, levels)) in roots.into_iter().enumerate() {
             let nid = inode.inode().i_nid[slot].get();
@@ -309,7 +332,59 @@ impl Checker<'_> {
                 counted += self.check_node(inode, nid, ofs, start, levels)?;
             }
         }
+        if let Some(compression) = &inode.compression {
+            let slots = std::mem::take(&mut self.cluster_slots);
+            self.check_clusters(inode, compression, &slots);
+        }
         Ok(counted)
+    }
+
+    fn unused_slot(&mut self, inode: &InodeInfo, addr: u32, what: String) {
+        if addr != NULL_ADDR {
+            self.problem(format!(
+                "inode {}: {what} is past the last whole cluster but holds {addr:#x}",
+                inode.ino
+            ));
+        }
+    }
+
+    /// The cluster rules of the kernel (see `compress::cluster_shape`) and
+    /// `i_compr_blocks`: the COMPRESS_ADDR and NEW_ADDR slots of the
+    /// compressed clusters (none once released). fsck.f2fs 1.15 only
+    /// repairs a wrong count silently; the kernel relies on it, so it is a
+    /// problem here.
+    fn check_clusters(
+        &mut self,
+        inode: &InodeInfo,
+        compression: &InodeCompression,
+        slots: &[(u64, u32)],
+    ) {
+        let cs = compression.cluster_blocks();
+        let mut saved = 0u64;
+        for same in slots.chunk_by(|a, b| a.0 / cs == b.0 / cs) {
+            let k = same[0].0 / cs;
+            let mut cluster = vec![NULL_ADDR; cs as usize];
+            for &(index, addr) in same {
+                cluster[(index % cs) as usize] = addr;
+            }
+            match crate::compress::cluster_shape(&cluster) {
+                Ok(ClusterShape::Compressed { .. }) => {
+                    saved += cluster
+                        .iter()
+                        .filter(|&&a| a == COMPRESS_ADDR || a == NEW_ADDR)
+                        .count() as u64;
+                }
+                Ok(ClusterShape::Raw) => {}
+                Err(e) => self.problem(format!("inode {} cluster {k}: {e}", inode.ino)),
+            }
+        }
+        let expected = if compression.released { 0 } else { saved };
+        if compression.compr_blocks != expected {
+            self.problem(format!(
+                "inode {}: i_compr_blocks {} but its compressed clusters save {expected}",
+                inode.ino, compression.compr_blocks
+            ));
+        }
     }
 
     fn check_node(
@@ -349,10 +424,12 @@ impl Checker<'_> {
             ));
         }
         let mut counted = 1;
-        let n = ADDRS_PER_BLOCK as u64;
+        let per_block = inode.addrs().per_block;
         for slot in 0..ADDRS_PER_BLOCK {
             let value = node_slot(&block, slot as usize);
-            if levels == 0 {
+            if levels == 0 && slot >= per_block {
+                self.unused_slot(inode, value, format!("slot {slot} of node {nid}"));
+            } else if levels == 0 {
                 counted +=
                     self.check_data_addr(inode, nid, slot as u16, value, start + slot as u64)?;
             } else if value != 0 {
@@ -365,7 +442,7 @@ impl Checker<'_> {
                     inode,
                     value,
                     child_ofs,
-                    start + slot as u64 * n.pow(levels),
+                    start + slot as u64 * inode.addrs().node_span(levels - 1),
                     levels - 1,
                 )?;
             }

@@ -5,7 +5,10 @@ use crate::device::Block;
 use crate::error::{Error, Result};
 use crate::extent_cache::Snapshot;
 use crate::node::{NodeExpect, NodeManager};
-use f2fuse_layout::node::{inode_of, max_file_blocks, verify_inode_checksum, InodeLayout};
+use f2fuse_layout::compress::InodeCompression;
+use f2fuse_layout::node::{
+    inode_of, max_file_blocks, verify_inode_checksum, AddrCounts, InodeLayout,
+};
 use f2fuse_layout::*;
 use std::sync::Arc;
 
@@ -81,6 +84,9 @@ pub struct InodeInfo {
     pub current_depth: u32,
     pub dir_level: u8,
     pub layout: InodeLayout,
+    /// Set for the regular files the kernel treats as compressed (their
+    /// data lives in clusters; see `compress`).
+    pub compression: Option<InodeCompression>,
     pub rdev: (u32, u32),
     pub raw: Arc<Block>,
     /// Taken from the read extent cache before this copy was read (None
@@ -99,7 +105,13 @@ impl InodeInfo {
     }
 
     pub fn addrs_per_inode(&self) -> u32 {
-        self.layout.addrs_per_inode()
+        self.addrs().per_inode
+    }
+
+    /// Data addresses per inode and per direct node: whole clusters only
+    /// for a compressed file.
+    pub fn addrs(&self) -> AddrCounts {
+        addr_counts(&self.layout, self.compression.as_ref())
     }
 
     /// The 512-byte sectors stat(2) reports, as the kernel's f2fs_getattr:
@@ -115,6 +127,13 @@ impl InodeInfo {
     /// Number of 4 KiB blocks covered by `size`.
     pub fn size_blocks(&self) -> u64 {
         self.size.div_ceil(F2FS_BLKSIZE as u64)
+    }
+}
+
+fn addr_counts(layout: &InodeLayout, compression: Option<&InodeCompression>) -> AddrCounts {
+    match compression {
+        Some(c) => AddrCounts::clustered(layout.addrs_per_inode(), c.log_cluster_size),
+        None => AddrCounts::plain(layout.addrs_per_inode()),
     }
 }
 
@@ -181,7 +200,12 @@ pub fn decode_inode(ino: u32, block: Block, check: &InodeCheck) -> Result<InodeI
     if inline & inline_flag::INLINE_DENTRY != 0 && kind != FileKind::Directory {
         return Err(bad(format!("inline dentries on a {kind:?}")));
     }
-    let max_bytes = max_file_blocks(layout.addrs_per_inode()) * F2FS_BLKSIZE as u64;
+    // Checked for every kind, as the kernel's sanity_check_inode does; only
+    // regular files use clusters.
+    let compression =
+        InodeCompression::of(inode, check.features)?.filter(|_| kind == FileKind::Regular);
+    let max_bytes =
+        max_file_blocks(addr_counts(&layout, compression.as_ref())) * F2FS_BLKSIZE as u64;
     if size > max_bytes {
         return Err(bad(format!(
             "i_size {size} exceeds the largest possible file ({max_bytes} bytes)"
@@ -231,6 +255,7 @@ pub fn decode_inode(ino: u32, block: Block, check: &InodeCheck) -> Result<InodeI
         current_depth,
         dir_level: inode.i_dir_level,
         layout,
+        compression,
         rdev,
         raw: Arc::new(block),
         extent_snapshot: None,

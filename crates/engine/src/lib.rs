@@ -2,13 +2,15 @@
 //! the kernel's fs/f2fs is. Lower modules never use higher ones:
 //!
 //! `lock_order` < `stats` < `device` < `superblock` < `checkpoint` < `segment`
-//! < `extent_cache` < `node` < `inode` < `flags` < `inline` < `data` < `xattr` < `acl` < `dir` < `gc`
+//! < `extent_cache` < `node` < `inode` < `flags` < `inline` < `data` < `compress`
+//! < `xattr` < `acl` < `dir` < `gc`
 //! < `tunables` < `commit` < `recovery` < `report` < `fs` (the facade), with
 //! `mkfs` beside `fs` using only the device and the layout crate.
 
 pub mod acl;
 pub mod checkpoint;
 pub mod commit;
+pub mod compress;
 pub mod data;
 pub mod device;
 pub mod dir;

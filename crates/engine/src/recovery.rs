@@ -425,7 +425,7 @@ fn recover_addresses(ctx: &Ctx, ino: u32, c: &ChainBlock) -> Result<()> {
             .map(|i| node_slot(&c.block, i))
             .collect()
     };
-    let start = start_bidx_of_node(ofs, inode.addrs_per_inode());
+    let start = start_bidx_of_node(ofs, inode.addrs());
     let keep_size = inode.advise & fadvise::KEEP_SIZE != 0;
     let mut size = inode.size;
     let mut blocks_delta: i64 = 0;

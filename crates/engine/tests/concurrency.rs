@@ -20,7 +20,7 @@ use f2fuse_engine::fs::{RenameFlags, SetAttr};
 use f2fuse_engine::mkfs::{format_path, MkfsOptions, MKFS_FEATURES};
 use f2fuse_engine::xattr::SetMode;
 use f2fuse_engine::{FallocMode, FileKind, Fs};
-use f2fuse_layout::node::block_path;
+use f2fuse_layout::node::{block_path, AddrCounts};
 use f2fuse_layout::{ADDRS_PER_BLOCK, F2FS_BLKSIZE, F2FS_ROOT_INO as ROOT};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::{Debug, Display};
@@ -519,7 +519,8 @@ fn expected_i_blocks(blocks: impl IntoIterator<Item = u64>, addrs_per_inode: u32
     let mut nodes = BTreeSet::new();
     for index in blocks {
         data += 1;
-        let path = block_path(index, addrs_per_inode).expect("within the largest file");
+        let path =
+            block_path(index, AddrCounts::plain(addrs_per_inode)).expect("within the largest file");
         nodes.extend(path.node_ofs[1..=path.depth].iter().copied());
     }
     1 + data + nodes.len() as u64

@@ -37,7 +37,7 @@ use f2fuse_engine::fs::{RenameFlags, SetAttr, TimeSet};
 use f2fuse_engine::mkfs::{format_path, parse_features, MkfsOptions};
 use f2fuse_engine::xattr::SetMode;
 use f2fuse_engine::{Error, FallocMode, FileKind, Fs, OpenOptions, Timestamp};
-use f2fuse_layout::node::max_file_blocks;
+use f2fuse_layout::node::{max_file_blocks, AddrCounts};
 use f2fuse_layout::F2FS_ROOT_INO;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestError, TestRunner};
@@ -378,7 +378,7 @@ fn time_s() -> impl Strategy<Value = Option<TSet>> {
 /// File offsets around every layout boundary: inline limit, inode -> direct
 /// nodes, direct -> indirect, indirect -> double indirect, the largest file.
 fn offset_s() -> impl Strategy<Value = u64> {
-    let max_lo = max_file_blocks(923 - 9 - 50) * BS;
+    let max_lo = max_file_blocks(AddrCounts::plain(923 - 9 - 50)) * BS;
     prop_oneof![
         4 => 0u64..9000,
         2 => 3300u64..3700,
@@ -1057,7 +1057,7 @@ impl Harness {
             img,
             m: Model::default(),
             ino: HashMap::new(),
-            max_file_bytes: max_file_blocks(923 - extra_words - 50) * BS,
+            max_file_bytes: max_file_blocks(AddrCounts::plain(923 - extra_words - 50)) * BS,
             fill_seq: 0,
             handles: Vec::new(),
             stats: Stats::default(),

@@ -1,6 +1,8 @@
 //! Mount configuration and `-o` option parsing.
 
+use f2fuse_engine::compress::CompressOptions;
 use f2fuse_engine::tunables;
+use f2fuse_layout::compress::CompressAlgorithm;
 use std::time::Duration;
 
 /// Kernel mount flags passed through unchanged (as mount(8) and fstab give them).
@@ -32,6 +34,10 @@ pub struct MountConfig {
     pub kernel_flags: Vec<String>,
     /// Name shown as the source in /proc/mounts (default: the image path).
     pub fsname: Option<String>,
+    /// The kernel's compression options (`compress_algorithm=zstd:3`,
+    /// `compress_log_size=4`, `compress_extension=txt`, ...), for files
+    /// that get compression on an image with the feature.
+    pub compress: CompressOptions,
 }
 
 impl Default for MountConfig {
@@ -46,6 +52,7 @@ impl Default for MountConfig {
             tunables: Vec::new(),
             kernel_flags: Vec::new(),
             fsname: None,
+            compress: CompressOptions::default(),
         }
     }
 }
@@ -56,7 +63,9 @@ pub const OPTIONS_HELP: &str = "ro, rw, allow_other, default_permissions, thread
      suid, nosuid, exec, noexec, atime, noatime, sync, async, dirsync, and the f2fs tunables as \
      NAME=VALUE (max_victim_search, gc_idle, gc_urgent, gc_urgent_sleep_time, gc_min_sleep_time, \
      gc_max_sleep_time, gc_no_gc_sleep_time, cp_interval, reclaim_segments, dir_level; \
-     see `f2fuse tune`)";
+     see `f2fuse tune`), and the compression options compress_algorithm=lzo|lz4[:LEVEL]|\
+     zstd[:LEVEL]|lzo-rle, compress_log_size=2..8, compress_extension=EXT, \
+     nocompress_extension=EXT (each may be repeated), compress_chksum";
 
 fn seconds(name: &str, value: &str) -> Result<Duration, String> {
     let secs: f64 = value
@@ -104,6 +113,34 @@ impl MountConfig {
                 self.tunables.push((name.to_string(), value));
             }
             ("fsname", Some(v)) if !v.is_empty() => self.fsname = Some(v.to_string()),
+            ("compress_algorithm", Some(v)) => {
+                let (name, level) = match v.split_once(':') {
+                    Some((n, l)) => (n, Some(l)),
+                    None => (v, None),
+                };
+                self.compress.algorithm = CompressAlgorithm::from_name(name)
+                    .ok_or_else(|| format!("option compress_algorithm={v}: unknown algorithm"))?;
+                self.compress.level = match level {
+                    Some(l) => l
+                        .parse()
+                        .map_err(|_| format!("option compress_algorithm={v}: bad level"))?,
+                    None => 0,
+                };
+            }
+            ("compress_log_size", Some(v)) => {
+                self.compress.log_cluster_size = v
+                    .parse()
+                    .ok()
+                    .filter(|n| (2..=8).contains(n))
+                    .ok_or_else(|| format!("option compress_log_size={v}: expected 2 to 8"))?;
+            }
+            ("compress_extension", Some(v)) if !v.is_empty() => {
+                self.compress.extensions.push(v.to_string())
+            }
+            ("nocompress_extension", Some(v)) if !v.is_empty() => {
+                self.compress.nocompress_extensions.push(v.to_string())
+            }
+            ("compress_chksum", None) => self.compress.checksum = true,
             (flag, None) if KERNEL_FLAGS.contains(&flag) => {
                 // A later flag overrides its opposite ("noatime" after "atime").
                 let opposite = flag
@@ -131,6 +168,28 @@ impl MountConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn compression_options_parse() {
+        let mut c = MountConfig::default();
+        c.apply_options(
+            "compress_algorithm=zstd:3,compress_log_size=4,compress_extension=txt,\
+             compress_extension=log,nocompress_extension=jpg,compress_chksum",
+        )
+        .unwrap();
+        assert_eq!(c.compress.algorithm, CompressAlgorithm::Zstd);
+        assert_eq!((c.compress.level, c.compress.log_cluster_size), (3, 4));
+        assert_eq!(c.compress.extensions, ["txt", "log"]);
+        assert_eq!(c.compress.nocompress_extensions, ["jpg"]);
+        assert!(c.compress.checksum);
+        for bad in [
+            "compress_algorithm=gzip",
+            "compress_log_size=9",
+            "compress_algorithm=lz4:x",
+        ] {
+            assert!(c.apply_option(bad).is_err(), "{bad}");
+        }
+    }
 
     #[test]
     fn options_parse() {

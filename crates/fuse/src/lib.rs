@@ -426,6 +426,10 @@ fn serve_blocked(
         &cfg.tunables,
     )
     .map_err(|e| format!("{}: {e}", image.display()))?;
+    if !cfg.read_only {
+        fs.set_compress_options(cfg.compress.clone())
+            .map_err(|e| format!("compression options: {e}"))?;
+    }
     let fs = Arc::new(fs);
     let shared = Arc::new(Shared::default());
     let adapter = F2fsFuse::new(

@@ -6,6 +6,7 @@
 
 pub mod bitmap;
 pub mod checkpoint;
+pub mod compress;
 pub mod consts;
 pub mod crc;
 pub mod dentry;

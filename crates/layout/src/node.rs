@@ -359,12 +359,48 @@ pub fn update_inode_checksum(block: &mut [u8], features: u32, seed: u32) {
     }
 }
 
-const N: u64 = ADDRS_PER_BLOCK as u64;
+/// Child pointers per indirect node.
+const N: u64 = NIDS_PER_BLOCK as u64;
 
 /// Node offsets of the inode's indirect and double-indirect nodes.
 pub const IND_OFS_1: u32 = 3;
-pub const IND_OFS_2: u32 = 4 + ADDRS_PER_BLOCK;
-pub const DIND_OFS: u32 = 5 + 2 * ADDRS_PER_BLOCK;
+pub const IND_OFS_2: u32 = 4 + NIDS_PER_BLOCK;
+pub const DIND_OFS: u32 = 5 + 2 * NIDS_PER_BLOCK;
+
+/// How many data addresses the inode and each direct node of one file
+/// hold. Compressed files round both down to whole clusters (the kernel's
+/// `addrs_per_inode`/`addrs_per_block`) so that no cluster straddles two
+/// nodes; the unused tail slots stay `NULL_ADDR`. Indirect nodes always
+/// hold `NIDS_PER_BLOCK` pointers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AddrCounts {
+    pub per_inode: u32,
+    pub per_block: u32,
+}
+
+impl AddrCounts {
+    /// A file without clusters.
+    pub const fn plain(per_inode: u32) -> AddrCounts {
+        AddrCounts {
+            per_inode,
+            per_block: ADDRS_PER_BLOCK,
+        }
+    }
+
+    /// A compressed file with clusters of `1 << log_cluster_size` blocks.
+    pub const fn clustered(per_inode: u32, log_cluster_size: u8) -> AddrCounts {
+        let mask = !((1u32 << log_cluster_size) - 1);
+        AddrCounts {
+            per_inode: per_inode & mask,
+            per_block: ADDRS_PER_BLOCK & mask,
+        }
+    }
+
+    /// File blocks covered by one node `levels` above the data (0 = a direct node).
+    pub fn node_span(&self, levels: u32) -> u64 {
+        self.per_block as u64 * N.pow(levels)
+    }
+}
 
 /// True unless `ofs` is the node offset of an indirect or double-indirect node.
 pub fn is_dnode_offset(ofs: u32) -> bool {
@@ -372,13 +408,13 @@ pub fn is_dnode_offset(ofs: u32) -> bool {
         return false;
     }
     if ofs > DIND_OFS {
-        return !(ofs - DIND_OFS - 1).is_multiple_of(ADDRS_PER_BLOCK + 1);
+        return !(ofs - DIND_OFS - 1).is_multiple_of(NIDS_PER_BLOCK + 1);
     }
     true
 }
 
 /// First file block index covered by the direct node at node offset `ofs`.
-pub fn start_bidx_of_node(ofs: u32, addrs_per_inode: u32) -> u64 {
+pub fn start_bidx_of_node(ofs: u32, addrs: AddrCounts) -> u64 {
     let ofs = ofs as u64;
     if ofs == 0 {
         return 0;
@@ -390,12 +426,12 @@ pub fn start_bidx_of_node(ofs: u32, addrs_per_inode: u32) -> u64 {
     } else {
         ofs - 5 - (ofs - 2 * N - 7) / (N + 1)
     };
-    idx * N + addrs_per_inode as u64
+    idx * addrs.per_block as u64 + addrs.per_inode as u64
 }
 
 /// Largest number of blocks a file can address.
-pub fn max_file_blocks(addrs_per_inode: u32) -> u64 {
-    addrs_per_inode as u64 + 2 * N + 2 * N * N + N * N * N
+pub fn max_file_blocks(addrs: AddrCounts) -> u64 {
+    addrs.per_inode as u64 + 2 * addrs.node_span(0) + 2 * addrs.node_span(1) + addrs.node_span(2)
 }
 
 /// How to reach one file block: which slot of which node at each level.
@@ -411,8 +447,9 @@ pub struct BlockPath {
 }
 
 /// The kernel's `get_node_path`, or `None` past the maximum file size.
-pub fn block_path(index: u64, addrs_per_inode: u32) -> Option<BlockPath> {
-    let a = addrs_per_inode as u64;
+pub fn block_path(index: u64, addrs: AddrCounts) -> Option<BlockPath> {
+    let a = addrs.per_inode as u64;
+    let d = addrs.per_block as u64;
     let mut path = BlockPath {
         depth: 0,
         slots: [0; 4],
@@ -424,38 +461,38 @@ pub fn block_path(index: u64, addrs_per_inode: u32) -> Option<BlockPath> {
         return Some(path);
     }
     block -= a;
-    if block < N {
+    if block < d {
         path.depth = 1;
         path.slots = [0, block as usize, 0, 0];
         path.node_ofs[1] = 1;
         return Some(path);
     }
-    block -= N;
-    if block < N {
+    block -= d;
+    if block < d {
         path.depth = 1;
         path.slots = [1, block as usize, 0, 0];
         path.node_ofs[1] = 2;
         return Some(path);
     }
-    block -= N;
+    block -= d;
     for (nid_slot, ind_ofs) in [(2usize, IND_OFS_1), (3, IND_OFS_2)] {
-        if block < N * N {
+        if block < N * d {
             path.depth = 2;
-            let child = block / N;
-            path.slots = [nid_slot, child as usize, (block % N) as usize, 0];
+            let child = block / d;
+            path.slots = [nid_slot, child as usize, (block % d) as usize, 0];
             path.node_ofs[1] = ind_ofs;
             path.node_ofs[2] = ind_ofs + 1 + child as u32;
             return Some(path);
         }
-        block -= N * N;
+        block -= N * d;
     }
-    if block < N * N * N {
+    if block < N * N * d {
         path.depth = 3;
-        let ind = block / (N * N);
-        let dnode = (block / N) % N;
-        path.slots = [4, ind as usize, dnode as usize, (block % N) as usize];
+        let ind = block / (N * d);
+        let dnode = (block / d) % N;
+        path.slots = [4, ind as usize, dnode as usize, (block % d) as usize];
         path.node_ofs[1] = DIND_OFS;
-        path.node_ofs[2] = DIND_OFS + 1 + ind as u32 * (ADDRS_PER_BLOCK + 1);
+        path.node_ofs[2] = DIND_OFS + 1 + ind as u32 * (NIDS_PER_BLOCK + 1);
         path.node_ofs[3] = path.node_ofs[2] + 1 + dnode as u32;
         return Some(path);
     }
@@ -476,12 +513,12 @@ mod tests {
         assert!(!is_dnode_offset(3) && !is_dnode_offset(1022) && !is_dnode_offset(2041));
         assert!(!is_dnode_offset(2042) && is_dnode_offset(2043));
         assert!(!is_dnode_offset(2042 + 1019));
-        assert_eq!(max_file_blocks(923), 1_057_053_439);
+        assert_eq!(max_file_blocks(AddrCounts::plain(923)), 1_057_053_439);
     }
 
     #[test]
     fn path_and_start_index_agree() {
-        let a = 923;
+        let a = AddrCounts::plain(923);
         let probes = [
             0u64,
             922,
@@ -507,6 +544,29 @@ mod tests {
             }
         }
         assert!(block_path(max_file_blocks(a), a).is_none());
+        // Clusters of 16 (compressed files): 864 and 1008 addresses.
+        let c = AddrCounts::clustered(914 - 50, 4);
+        assert_eq!((c.per_inode, c.per_block), (864, 1008));
+        for index in [
+            0,
+            863,
+            864,
+            864 + 1007,
+            864 + 1008,
+            864 + 2016,
+            864 + 2016 + 1008 * 1018 + 5,
+            max_file_blocks(c) - 1,
+        ] {
+            let path = block_path(index, c).unwrap();
+            let leaf_ofs = path.node_ofs[path.depth];
+            assert!(is_dnode_offset(leaf_ofs), "index {index}");
+            assert!(path.slots[path.depth] < 1008 || path.depth == 0);
+            assert_eq!(
+                start_bidx_of_node(leaf_ofs, c) + path.slots[path.depth] as u64,
+                index
+            );
+        }
+        assert!(block_path(max_file_blocks(c), c).is_none());
     }
 
     #[test]

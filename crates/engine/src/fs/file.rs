@@ -149,7 +149,7 @@ impl Fs {
     /// may run between them), all holding the request's blocks.
     pub fn write(&self, ino: u32, offset: u64, buf: &[u8]) -> Result<usize> {
         self.healthy_writer()?;
-        let blocks = blocks_of(offset, buf.len() as u64);
+        let blocks = self.whole_clusters(ino, blocks_of(offset, buf.len() as u64));
         let done = self.with_blocks(ino, blocks, |holds_block_zero| {
             let mut generation = None;
             let mut done = 0;
@@ -214,7 +214,8 @@ impl Fs {
             if flags::is_append_only(&inode) && step.offset < inode.size {
                 self.check_unchanged(&inode, step.offset, buf)?;
             }
-            data::write_data(ctx, ino, step.offset, buf, self.data_policy.load()).map(Some)
+            crate::compress::write_data(ctx, ino, step.offset, buf, self.data_policy.load())
+                .map(Some)
         })
     }
 
@@ -226,7 +227,7 @@ impl Fs {
     fn check_unchanged(&self, inode: &InodeInfo, offset: u64, buf: &[u8]) -> Result<()> {
         let overlap = (inode.size - offset).min(buf.len() as u64) as usize;
         let mut old = vec![0u8; overlap];
-        let n = data::read_data(
+        let n = crate::compress::read_data(
             &self.dev,
             &self.nm,
             inode,
@@ -263,7 +264,9 @@ impl Fs {
                     return Ok(None);
                 }
                 match inode.kind {
-                    FileKind::Regular => data::fallocate(ctx, ino, offset, len, mode).map(Some),
+                    FileKind::Regular => {
+                        crate::compress::fallocate(ctx, ino, offset, len, mode).map(Some)
+                    }
                     FileKind::Directory => Err(Error::errno(libc::EISDIR, format!("inode {ino}"))),
                     // As the VFS: fallocate on a fifo is ESPIPE, on other files ENODEV.
                     FileKind::Fifo => Err(Error::errno(libc::ESPIPE, format!("inode {ino}"))),
@@ -319,7 +322,7 @@ impl Fs {
             }
             if let Some(size) = attr.size {
                 require_regular(&inode)?;
-                data::truncate(ctx, ino, size)?;
+                crate::compress::truncate(ctx, ino, size)?;
             }
             let t = now();
             let resolve = |ts: TimeSet| match ts {
@@ -356,11 +359,15 @@ impl Fs {
         self.mutate(|ctx| {
             let _inode = self.locks().inode(ino, Mode::Exclusive);
             let inode = self.caller_inode(ctx, ino)?;
-            let stored = flags::flags_to_store(&inode, requested)?;
+            let has_compression = self.superblock().has_feature(feature::COMPRESSION);
+            let stored = flags::flags_to_store(&inode, requested, has_compression)?;
+            let options = self.compress_options();
             let t = now();
-            ctx.update_inode(ino, |raw| {
+            ctx.try_update_inode(ino, |raw| {
+                crate::compress::apply_compr_flag(&inode, raw, stored, &options)?;
                 raw.i_flags.set(stored);
                 set_ctime(raw, t);
+                Ok(())
             })
         })?;
         self.inode(ino)

@@ -40,6 +40,7 @@
 //! each attribute change.
 
 mod clean;
+mod compress;
 mod evict;
 mod file;
 mod info;
@@ -137,6 +138,8 @@ struct Writer {
     cold_exts: Vec<String>,
     hot_exts: Vec<String>,
     gc: Mutex<GcState>,
+    /// How files given compression are compressed (the kernel's mount options).
+    compress_options: Mutex<crate::compress::CompressOptions>,
     /// Sections kept free for cleaning (checkpoint rsvd_segment_count).
     reserved_sections: u32,
 }

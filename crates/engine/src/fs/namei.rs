@@ -166,7 +166,17 @@ impl Fs {
         uid: u32,
         gid: u32,
     ) -> Result<InodeInfo> {
-        self.new_plain_entry(parent, name, mode::S_IFREG | (perm & 0o7777), (uid, gid))
+        let spec = NewInode {
+            parent,
+            name,
+            mode: mode::S_IFREG | (perm & 0o7777),
+            uid,
+            gid,
+            rdev: (0, 0),
+        };
+        self.new_entry(spec, |ctx, ino| {
+            self.give_new_inode_compression(ctx, parent, name, ino)
+        })
     }
 
     pub fn mkdir(
@@ -177,26 +187,17 @@ impl Fs {
         uid: u32,
         gid: u32,
     ) -> Result<InodeInfo> {
-        self.new_plain_entry(parent, name, mode::S_IFDIR | (perm & 0o7777), (uid, gid))
-    }
-
-    /// A new inode of `mode` with nothing to fill in (no device, no target).
-    fn new_plain_entry(
-        &self,
-        parent: u32,
-        name: &[u8],
-        mode: u16,
-        (uid, gid): (u32, u32),
-    ) -> Result<InodeInfo> {
         let spec = NewInode {
             parent,
             name,
-            mode,
+            mode: mode::S_IFDIR | (perm & 0o7777),
             uid,
             gid,
             rdev: (0, 0),
         };
-        self.new_entry(spec, |_, _| Ok(()))
+        self.new_entry(spec, |ctx, ino| {
+            self.give_new_inode_compression(ctx, parent, name, ino)
+        })
     }
 
     /// Creates a device node, fifo or socket (`mode` includes the type bits).

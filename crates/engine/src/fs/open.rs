@@ -24,7 +24,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Features an image may have for us to write it.
-const WRITE_FEATURES: u32 = crate::mkfs::MKFS_FEATURES | feature::PRJQUOTA;
+const WRITE_FEATURES: u32 = crate::mkfs::MKFS_FEATURES | feature::PRJQUOTA | feature::COMPRESSION;
 
 impl Fs {
     /// Opens an image file or block device.
@@ -167,6 +167,7 @@ impl Fs {
             cold_exts: cold,
             hot_exts: hot,
             gc: Mutex::new(GcState::default()),
+            compress_options: Mutex::new(Default::default()),
             reserved_sections,
         });
         // Nothing else can reach this file system yet: no locks needed.

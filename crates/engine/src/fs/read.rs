@@ -3,6 +3,7 @@
 
 use super::{Fs, FsCounter};
 use crate::acl::{Acl, AclKind};
+use crate::compress;
 use crate::data;
 use crate::dir::{self, DirEntryInfo};
 use crate::error::{Error, Result};
@@ -71,7 +72,7 @@ impl Fs {
         if inode.kind == FileKind::Directory {
             return Err(Error::errno(libc::EISDIR, format!("inode {}", inode.ino)));
         }
-        let n = data::read_data(
+        let n = compress::read_data(
             &self.dev,
             &self.nm,
             inode,

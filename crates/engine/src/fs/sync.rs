@@ -53,6 +53,9 @@ impl Fs {
         let pino = inode.inode().i_pino.get();
         if inode.kind != FileKind::Regular {
             Some("not a regular file")
+        } else if inode.compression.is_some() {
+            // Linux 6.1's roll-forward has no clusters (CP_COMPRESSED).
+            Some("a compressed file")
         } else if inode.links != 1 {
             Some("not exactly one link")
         } else if w.need_checkpoint.load(Ordering::Relaxed) {

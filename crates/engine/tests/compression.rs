@@ -1,0 +1,361 @@
+//! Compressed files: written by us on images mkfs.f2fs made with the
+//! compression feature, for every algorithm and cluster size; fsck.f2fs
+//! (and our fsck) must find them clean and we must read the bytes back.
+//! Debian's sload.f2fs 1.15 is built without LZO and LZ4 ("The selected
+//! compression algorithm is not supported"), so it cannot make such
+//! images here; the layout follows the kernel's (see docs/ARCHITECTURE.md).
+
+mod support;
+
+use f2fuse_engine::compress::{decompress, CompressOptions};
+use f2fuse_engine::fs::SetAttr;
+use f2fuse_engine::{Error, FallocMode, Fs};
+use f2fuse_layout::compress::CompressAlgorithm;
+use f2fuse_layout::{inode_flag, F2FS_ROOT_INO as ROOT};
+use proptest::prelude::*;
+use std::path::{Path, PathBuf};
+use support::*;
+
+const MIB: u64 = 1 << 20;
+
+fn compression_image(scratch: &Scratch) -> PathBuf {
+    let img = scratch.join("compress.img");
+    mkfs_f2fs(&img, 128 * MIB, &["-O", "extra_attr,compression"]);
+    img
+}
+
+/// Text-like bytes that compress well, with a seed-dependent mix.
+fn text(len: usize, seed: u64) -> Vec<u8> {
+    let mut rng = support::Rng(seed | 1);
+    let words = ["alpha ", "beta ", "gamma ", "delta\n", "f2fs ", "cluster "];
+    let mut out = Vec::with_capacity(len + 16);
+    while out.len() < len {
+        out.extend_from_slice(words[rng.below(words.len() as u64) as usize].as_bytes());
+    }
+    out.truncate(len);
+    out
+}
+
+fn noise(len: usize, seed: u64) -> Vec<u8> {
+    let mut rng = support::Rng(seed | 1);
+    (0..len).map(|_| rng.below(256) as u8).collect()
+}
+
+/// The files every image gets: compressible (at least two whole clusters
+/// of `log`), incompressible, zeros, a mix with a partial last cluster and
+/// a tiny file.
+fn contents(seed: u64, log: u8) -> Vec<(&'static str, Vec<u8>)> {
+    let text_len = (2 * (4096usize << log) + 12_345).max(600_000);
+    let mut mixed = text(200_000, seed);
+    mixed.extend(noise(70_000, seed + 1));
+    mixed.extend(vec![0u8; 50_001]);
+    vec![
+        ("text.txt", text(text_len, seed)),
+        ("noise.bin", noise(100_000, seed)),
+        ("zeros", vec![0u8; 300_000]),
+        ("mixed", mixed),
+        ("tiny", b"hello".to_vec()),
+    ]
+}
+
+fn read_all(fs: &Fs, ino: u32) -> Vec<u8> {
+    let size = fs.inode(ino).unwrap().size as usize;
+    let mut buf = vec![0u8; size + 10];
+    let n = fs.read_ino(ino, 0, &mut buf).unwrap();
+    buf.truncate(n);
+    buf
+}
+
+fn assert_clean(img: &Path) {
+    if let Err(report) = fsck_f2fs(img) {
+        panic!("{report}");
+    }
+}
+
+/// Writes the files into a `chattr +c` directory with `options`, in
+/// uneven pieces, and returns their inode numbers.
+fn write_compressed_files(fs: &Fs, options: CompressOptions, seed: u64) -> Vec<(u32, Vec<u8>)> {
+    let log = options.log_cluster_size;
+    fs.set_compress_options(options).unwrap();
+    let dir = fs.mkdir(ROOT, b"c", 0o755, 0, 0).unwrap();
+    fs.set_flags(dir.ino, inode_flag::COMPR).unwrap();
+    let mut out = Vec::new();
+    for (name, data) in contents(seed, log) {
+        let f = fs.create(dir.ino, name.as_bytes(), 0o644, 0, 0).unwrap();
+        assert_ne!(f.flags & inode_flag::COMPR, 0, "{name} inherits +c");
+        for (i, piece) in data.chunks(70_001).enumerate() {
+            assert_eq!(
+                fs.write(f.ino, i as u64 * 70_001, piece).unwrap(),
+                piece.len()
+            );
+        }
+        out.push((f.ino, data));
+    }
+    out
+}
+
+#[test]
+fn every_algorithm_and_cluster_size_reads_back_and_fsck_is_clean() {
+    if !require_f2fs_tools() {
+        return;
+    }
+    for algorithm in CompressAlgorithm::ALL {
+        for log in 2..=8u8 {
+            let scratch = Scratch::new(&format!("compress-{}-{log}", algorithm.name()));
+            let img = compression_image(&scratch);
+            let options = CompressOptions {
+                algorithm,
+                log_cluster_size: log,
+                checksum: log % 2 == 0,
+                ..Default::default()
+            };
+            let files = {
+                let fs = open_writable(&img);
+                let files = write_compressed_files(&fs, options, log as u64);
+                fs.unmount().unwrap();
+                files
+            };
+            assert_clean(&img);
+            let fs = open_read_only(&img);
+            for (ino, data) in &files {
+                let inode = fs.inode(*ino).unwrap();
+                let c = inode.compression.expect("a compressed file");
+                assert_eq!((c.algorithm, c.log_cluster_size), (algorithm, log));
+                assert!(
+                    read_all(&fs, *ino) == *data,
+                    "{} log {log} inode {ino}",
+                    algorithm.name()
+                );
+            }
+            // Text does compress: blocks are saved (i_blocks still counts
+            // every slot of a compressed cluster; the payload is smaller).
+            let text = fs.inode(files[0].0).unwrap();
+            assert!(text.compression.unwrap().compr_blocks > 0);
+            let stored = payload_blocks(&fs, files[0].0).len();
+            let raw = files[0].1.len() / 4096;
+            assert!(
+                stored < raw * 3 / 4,
+                "{} log {log}: {stored} of {raw}",
+                algorithm.name()
+            );
+        }
+    }
+}
+
+#[test]
+fn overwrite_truncate_and_extend_keep_clusters_consistent() {
+    if !require_f2fs_tools() {
+        return;
+    }
+    let scratch = Scratch::new("compress-modify");
+    let img = compression_image(&scratch);
+    let (ino, expect) = {
+        let fs = open_writable(&img);
+        let options = CompressOptions {
+            algorithm: CompressAlgorithm::Zstd,
+            log_cluster_size: 4,
+            ..Default::default()
+        };
+        let files = write_compressed_files(&fs, options, 7);
+        let (ino, mut model) = files[0].clone();
+        let apply = |model: &mut Vec<u8>, offset: usize, bytes: &[u8]| {
+            fs.write(ino, offset as u64, bytes).unwrap();
+            if model.len() < offset + bytes.len() {
+                model.resize(offset + bytes.len(), 0);
+            }
+            model[offset..offset + bytes.len()].copy_from_slice(bytes);
+        };
+        // Inside one cluster, across clusters, incompressible over compressed.
+        apply(&mut model, 5, b"changed");
+        apply(&mut model, 65_000, &text(10_000, 99));
+        apply(&mut model, 200_000, &noise(140_000, 3));
+        // Truncate inside a compressed cluster, then at a cluster boundary, then grow.
+        for size in [450_123u64, 65_536 * 4, 300_000] {
+            fs.setattr(
+                ino,
+                &SetAttr {
+                    size: Some(size),
+                    ..Default::default()
+                },
+            )
+            .unwrap();
+            model.resize(size as usize, 0);
+        }
+        apply(&mut model, 290_000, &text(40_000, 5));
+        assert_eq!(read_all(&fs, ino), model);
+        // As the kernel: no hole punching inside clusters; preallocation is fine.
+        let punch = fs.fallocate(ino, 0, 4096, FallocMode::PunchHole);
+        assert_eq!(punch.unwrap_err().to_errno(), libc::EOPNOTSUPP);
+        fs.fallocate(
+            ino,
+            400_000,
+            100_000,
+            FallocMode::Allocate { keep_size: true },
+        )
+        .unwrap();
+        // Deleting a compressed file frees every slot.
+        let dir = fs.resolve("/c").unwrap().ino;
+        fs.unlink(dir, b"mixed").unwrap();
+        fs.unmount().unwrap();
+        (ino, model)
+    };
+    assert_clean(&img);
+    let fs = open_read_only(&img);
+    assert_eq!(read_all(&fs, ino), expect);
+}
+
+#[test]
+fn compression_flags_follow_the_kernel_rules() {
+    if !require_f2fs_tools() {
+        return;
+    }
+    let scratch = Scratch::new("compress-flags");
+    let img = compression_image(&scratch);
+    let fs = open_writable(&img);
+    let plain = fs.create(ROOT, b"plain", 0o644, 0, 0).unwrap();
+    fs.write(plain.ino, 0, b"data").unwrap();
+    let err = fs.set_flags(plain.ino, inode_flag::COMPR).unwrap_err();
+    assert_eq!(err.to_errno(), libc::EINVAL, "a file with data");
+    let both = fs.set_flags(plain.ino, inode_flag::COMPR | inode_flag::NOCOMP);
+    assert_eq!(both.unwrap_err().to_errno(), libc::EINVAL);
+    let empty = fs.create(ROOT, b"empty", 0o644, 0, 0).unwrap();
+    let flagged = fs.set_flags(empty.ino, inode_flag::COMPR).unwrap();
+    assert!(flagged.compression.is_some());
+    // Extension lists decide before the directory does.
+    fs.set_compress_options(CompressOptions {
+        extensions: vec!["LOG".into()],
+        nocompress_extensions: vec!["jpg".into()],
+        ..Default::default()
+    })
+    .unwrap();
+    let log = fs.create(ROOT, b"app.log", 0o644, 0, 0).unwrap();
+    assert!(log.compression.is_some());
+    let dir = fs.mkdir(ROOT, b"c", 0o755, 0, 0).unwrap();
+    fs.set_flags(dir.ino, inode_flag::COMPR).unwrap();
+    let jpg = fs.create(dir.ino, b"photo.jpg", 0o644, 0, 0).unwrap();
+    assert!(jpg.compression.is_none());
+    let sub = fs.mkdir(dir.ino, b"sub", 0o755, 0, 0).unwrap();
+    assert_ne!(sub.flags & inode_flag::COMPR, 0);
+    let bad = CompressOptions {
+        extensions: vec!["txt".into()],
+        nocompress_extensions: vec!["TXT".into()],
+        ..Default::default()
+    };
+    assert_eq!(
+        fs.set_compress_options(bad).unwrap_err().to_errno(),
+        libc::EINVAL
+    );
+    fs.unmount().unwrap();
+    assert_clean(&img);
+    // Without the feature, as the kernel: EOPNOTSUPP.
+    let plain_img = scratch.join("plain.img");
+    mkfs_f2fs(&plain_img, 64 * MIB, &["-O", "extra_attr"]);
+    let fs = open_writable(&plain_img);
+    let f = fs.create(ROOT, b"f", 0o644, 0, 0).unwrap();
+    assert_eq!(
+        fs.set_flags(f.ino, inode_flag::COMPR)
+            .unwrap_err()
+            .to_errno(),
+        libc::EOPNOTSUPP
+    );
+}
+
+/// Payload block addresses of a compressed file (the extents of its
+/// clusters' payload slots).
+fn payload_blocks(fs: &Fs, ino: u32) -> Vec<u32> {
+    let inode = fs.inode(ino).unwrap();
+    fs.extents(&inode)
+        .unwrap()
+        .into_iter()
+        .flat_map(|(_, addr, len)| (0..len as u32).map(move |k| addr + k))
+        .collect()
+}
+
+fn patch(img: &Path, blkaddr: u32, at: usize, bytes: &[u8]) {
+    use std::os::unix::fs::FileExt;
+    let f = std::fs::OpenOptions::new().write(true).open(img).unwrap();
+    f.write_all_at(bytes, blkaddr as u64 * 4096 + at as u64)
+        .unwrap();
+}
+
+#[test]
+fn corrupt_clusters_are_corrupt_errors_naming_the_inode() {
+    if !require_f2fs_tools() {
+        return;
+    }
+    let scratch = Scratch::new("compress-corrupt");
+    for algorithm in CompressAlgorithm::ALL {
+        // (what is damaged, byte offset in the first payload block, new bytes)
+        let damage: [(&str, usize, &[u8]); 4] = [
+            ("clen past its blocks", 0, &[0xff, 0xff, 0, 0]),
+            ("checksum", 4, &[1, 2, 3, 4]),
+            ("payload", 24, &[0xff; 16]),
+            ("payload cut short", 0, &[4, 0, 0, 0]),
+        ];
+        for (what, at, bytes) in damage {
+            let img = compression_image(&scratch);
+            let ino = {
+                let fs = open_writable(&img);
+                let options = CompressOptions {
+                    algorithm,
+                    checksum: true,
+                    ..Default::default()
+                };
+                let ino = write_compressed_files(&fs, options, 1)[0].0;
+                fs.unmount().unwrap();
+                ino
+            };
+            let first = payload_blocks(&open_read_only(&img), ino)[0];
+            patch(&img, first, at, bytes);
+            let fs = open_read_only(&img);
+            let mut buf = vec![0u8; 16384];
+            match fs.read_ino(ino, 0, &mut buf) {
+                Err(Error::Corrupt(c)) => {
+                    let text = c.to_string();
+                    assert!(text.contains(&format!("inode {ino}")), "{text}");
+                }
+                other => panic!("{} {what}: {other:?}", algorithm.name()),
+            }
+            // Our fsck does not decode payloads (nor does fsck.f2fs): clean.
+            assert_clean(&img);
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(400))]
+
+    /// Hostile payloads: an error or exactly a full cluster, never a panic.
+    #[test]
+    fn cluster_decoders_never_panic(
+        payload in proptest::collection::vec(any::<u8>(), 0..3000),
+        log in 2u8..=4,
+        pick in 0usize..4,
+    ) {
+        let mut out = vec![0u8; 4096 << log];
+        let _ = decompress(CompressAlgorithm::ALL[pick], &payload, &mut out);
+    }
+
+    /// Valid streams with bytes changed or cut: the same.
+    #[test]
+    fn damaged_streams_never_panic(
+        seed in any::<u64>(),
+        flips in proptest::collection::vec((any::<usize>(), any::<u8>()), 1..8),
+        cut in any::<usize>(),
+        pick in 0usize..4,
+    ) {
+        let algorithm = CompressAlgorithm::ALL[pick];
+        let state = CompressOptions { algorithm, ..Default::default() }.new_file_state();
+        let data = text(16384, seed);
+        let mut stream = f2fuse_engine::compress::compress_cluster(&state, &data).unwrap();
+        let mut out = vec![0u8; 16384];
+        prop_assert!(decompress(algorithm, &stream, &mut out).is_ok());
+        prop_assert!(out == data);
+        for (at, value) in flips {
+            let len = stream.len();
+            stream[at % len] ^= value;
+        }
+        stream.truncate(cut % (stream.len() + 1));
+        let _ = decompress(algorithm, &stream, &mut out);
+    }
+}
