@@ -2,7 +2,7 @@
 //! the kernel's fs/f2fs is. Lower modules never use higher ones:
 //!
 //! `lock_order` < `stats` < `device` < `superblock` < `checkpoint` < `segment` < `node`
-//! < `inode` < `flags` < `inline` < `data` < `xattr` < `acl` < `dir` < `gc`
+//! < `inode` < `flags` < `inline` < `data` < `xattr` < `acl` < `perm` < `dir` < `gc`
 //! < `tunables` < `commit` < `recovery` < `report` < `fs` (the facade), with
 //! `mkfs` beside `fs` using only the device and the layout crate.
 
@@ -22,6 +22,7 @@ pub mod inode;
 pub mod lock_order;
 pub mod mkfs;
 pub mod node;
+pub mod perm;
 pub mod recovery;
 pub mod report;
 pub mod segment;
@@ -32,6 +33,7 @@ pub mod xattr;
 
 pub use data::{FallocMode, SeekTarget};
 pub use error::{Error, Result};
-pub use fs::{Fs, OpenOptions, StatFs};
+pub use fs::{AsUser, Fs, OpenOptions, StatFs};
 pub use inode::{FileKind, InodeInfo, Timestamp};
+pub use perm::{Access, Credentials};
 pub use report::{FileExtents, Json, Status};
