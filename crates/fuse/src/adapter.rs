@@ -337,11 +337,11 @@ impl F2fsFuse {
 
     /// ACL names are refused (EOPNOTSUPP, as on a `noacl` mount, so
     /// `cp -a` falls back to chmod) unless ACLs are in force.
-    fn acl_kind(&self, name: &[u8]) -> Res<Option<AclKind>> {
-        match AclKind::of_xattr(name) {
-            Some(_) if !self.acl => Err(Errno::EOPNOTSUPP),
-            kind => Ok(kind),
+    fn xattr_served(&self, name: &[u8]) -> Res<()> {
+        if !self.acl && AclKind::of_xattr(name).is_some() {
+            return Err(Errno::EOPNOTSUPP);
         }
+        Ok(())
     }
 
     /// mknod, mkdir, symlink: checks the name, has `make(who, parent,
@@ -1070,7 +1070,7 @@ impl Filesystem for F2fsFuse {
         // Groups always: setting an access ACL keeps S_ISGID only for
         // members of the file's group.
         let creds = credentials(req, true);
-        let result = self.acl_kind(name.as_bytes()).and_then(|_| {
+        let result = self.xattr_served(name.as_bytes()).and_then(|_| {
             self.shared.change();
             self.as_user(&creds)
                 .set_xattr(ino, name.as_bytes(), value, mode)
@@ -1085,7 +1085,7 @@ impl Filesystem for F2fsFuse {
     fn getxattr(&self, req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
         self.shared.request();
         let ino = ino_or_reply!(ino, reply);
-        if let Err(e) = self.acl_kind(name.as_bytes()) {
+        if let Err(e) = self.xattr_served(name.as_bytes()) {
             return reply.error(e);
         }
         let creds = self.caller(req);
@@ -1131,7 +1131,7 @@ impl Filesystem for F2fsFuse {
 
     fn removexattr(&self, req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         let ino = ino_or_reply!(ino, reply);
-        if let Err(e) = self.acl_kind(name.as_bytes()) {
+        if let Err(e) = self.xattr_served(name.as_bytes()) {
             return reply.error(e);
         }
         self.shared.change();
