@@ -4,6 +4,8 @@
 # image and `fsck.f2fs --dry-run` (must be clean):
 #
 #   pjdfstest      POSIX conformance (scripts/pjdfstest.sh, 0 failed)
+#   pjdfstest-daemon  the same without default_permissions (the daemon
+#                  checks permissions)
 #   fio-buffered   randwrite + crc32c verify through the page cache
 #   fio-direct     the same with O_DIRECT (every read and write reaches us)
 #   fio-remount    write, unmount, fsck, mount again, verify only
@@ -162,11 +164,15 @@ suite_pjdfstest() {
     scripts/pjdfstest.sh 3>&-
     local status=$?
     local summary
-    summary=$(grep -E '^Summary' "$work/pjdfstest.log" | sed 's/^Summary: //; s/, 0 expected failures//')
+    summary=$(grep -E '^Summary' "$work/$suite.log" | sed 's/^Summary: //; s/, 0 expected failures//')
     echo "$summary" >&3
     # The runner unmounts and checks this suite's (unused) image as well.
     mount_img
     return $status
+}
+
+suite_pjdfstest_daemon() {
+    DAEMON_CHECKS=1 suite_pjdfstest
 }
 
 suite_fio_buffered() {
@@ -348,6 +354,7 @@ if [ $# -gt 0 ]; then filter=$(
 total_start=$(date +%s)
 
 run_suite pjdfstest suite_pjdfstest
+run_suite pjdfstest-daemon suite_pjdfstest_daemon
 run_suite fio-buffered suite_fio_buffered
 run_suite fio-direct suite_fio_direct
 run_suite fio-remount suite_fio_remount

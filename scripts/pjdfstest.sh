@@ -1,14 +1,18 @@
 #!/usr/bin/env bash
 # POSIX conformance of the FUSE mount: runs pjdfstest 0.2.2 (the Rust
 # rewrite, from crates.io) on a fresh image mounted with
-# `-o allow_other,default_permissions`, then unmounts, waits until the daemon
-# has closed the image and checks it with fsck.f2fs.
+# `-o allow_other,default_permissions` (the kernel checks permissions), or
+# with `-o allow_other` alone when DAEMON_CHECKS=1 (the daemon checks them),
+# then unmounts, waits until the daemon has closed the image and checks it
+# with fsck.f2fs.
 #
 #   scripts/pjdfstest.sh                 # the whole suite
 #   scripts/pjdfstest.sh rename chmod    # only cases matching these patterns
+#   DAEMON_CHECKS=1 scripts/pjdfstest.sh # the daemon's permission checks
 #
 # Environment: SIZE (image size, default 1G), MOUNT_OPTS (extra -o options),
-# KEEP=1 keeps the work directory (image, pjd.log). Needs root (pjdfstest
+# DAEMON_CHECKS=1 (no default_permissions), KEEP=1 keeps the work directory
+# (image, pjd.log). Needs root (pjdfstest
 # switches users), /dev/fuse, fusermount3 (fuse3), psmisc, f2fs-tools, cargo.
 # Baseline: ext4 383 passed, 15 skipped, 0 failed.
 set -euo pipefail
@@ -54,7 +58,10 @@ entries = [ ["nobody", "nogroup"], ["tests", "tests"], ["pjdfstest", "pjdfstest"
 EOF
 
 "$f2fuse" mkfs "$img" --size "${SIZE:-1G}" -q
-"$f2fuse" mount "$img" "$mnt" -o "allow_other,default_permissions${MOUNT_OPTS:+,$MOUNT_OPTS}"
+opts=allow_other,default_permissions
+if [ "${DAEMON_CHECKS:-0}" = 1 ]; then opts=allow_other; fi
+echo "== mount -o $opts${MOUNT_OPTS:+,$MOUNT_OPTS}"
+"$f2fuse" mount "$img" "$mnt" -o "$opts${MOUNT_OPTS:+,$MOUNT_OPTS}"
 mkdir -p "$mnt/pjd"
 
 echo "== pjdfstest"

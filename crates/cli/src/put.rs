@@ -113,6 +113,7 @@ pub fn attrs_of(meta: &Metadata, uid: u32, gid: u32, size: Option<u64>) -> SetAt
         ctime: None,
         // Copying a host file: its mode is taken as it is, set-user-ID too.
         kill_privileges: false,
+        through_writable_file: false,
     }
 }
 

@@ -1164,11 +1164,21 @@ fn kernel_write_times_reach_the_image() {
 
 /// Runs `script` with sh in `dir` as `uid` (0: as is); its output if it succeeded.
 fn sh_as(uid: u32, dir: &Path, script: &str) -> Result<String, String> {
+    sh_in_groups(uid, &[], dir, script)
+}
+
+/// `sh_as` with supplementary `groups` (the primary group is `uid`).
+fn sh_in_groups(uid: u32, groups: &[u32], dir: &Path, script: &str) -> Result<String, String> {
     let mut cmd = Command::new("setpriv");
     if uid != 0 {
         cmd.arg(format!("--reuid={uid}"))
-            .arg(format!("--regid={uid}"))
-            .arg("--clear-groups");
+            .arg(format!("--regid={uid}"));
+        if groups.is_empty() {
+            cmd.arg("--clear-groups");
+        } else {
+            let list: Vec<String> = groups.iter().map(u32::to_string).collect();
+            cmd.arg(format!("--groups={}", list.join(",")));
+        }
     }
     let out = cmd
         .args(["sh", "-c", script])
@@ -1183,30 +1193,20 @@ fn sh_as(uid: u32, dir: &Path, script: &str) -> Result<String, String> {
     }
 }
 
-/// setfacl/getfacl on a mount with `default_permissions` (which turns on
-/// FUSE_POSIX_ACL): the kernel enforces the ACLs for other users, chmod
-/// and the ACL stay in step, new files inherit default ACLs (and the umask
-/// applies only without one); the image holds the ACLs after unmounting.
+/// setfacl/getfacl on a shared mount: with `default_permissions`
+/// (FUSE_POSIX_ACL) the kernel enforces the ACLs for other users, without
+/// it the daemon does; chmod and the ACL stay in step, new files inherit
+/// default ACLs (and the umask applies only without one); the image holds
+/// the ACLs after unmounting.
 #[test]
 fn posix_acls_through_mount() {
-    if !fuse_available() || !require_tool("setfacl") || !require_tool("setpriv") {
+    if !require_tool("setfacl") {
         return;
     }
-    // SAFETY: getuid has no preconditions.
-    if unsafe { libc::getuid() } != 0 {
-        eprintln!("SKIPPING posix_acls_through_mount: needs root (other users)");
-        return;
-    }
-    let scratch = Scratch::new("mount-acl");
-    // Other users must reach the mount point.
-    fs::set_permissions(scratch.path(), fs::Permissions::from_mode(0o755)).unwrap();
-    let img = scratch.join("img");
-    f2fuse_mkfs(&img, "64M");
-    let m = Mount::new(
-        &img,
-        &scratch.join("mnt"),
-        "allow_other,default_permissions",
-    );
+    on_shared_mounts("mount-acl", acls_grant_and_deny, acls_in_the_image);
+}
+
+fn acls_grant_and_deny(m: &Mount) {
     let root = |script: &str| sh_as(0, &m.mnt, script).unwrap();
     let nobody = |script: &str| sh_as(65534, &m.mnt, script);
     let stranger = |script: &str| sh_as(1234, &m.mnt, script);
@@ -1245,10 +1245,11 @@ fn posix_acls_through_mount() {
     assert!(root("getfacl -cp d/sub").contains("default:user:nobody:rwx"));
     nobody("echo from-nobody > d/new").unwrap();
     assert!(stranger("echo x > d/new").is_err());
-    m.unmount();
+}
 
-    fsck_clean(&img, "ACLs through the mount");
-    let fs = engine(&img);
+/// What `acls_grant_and_deny` left in the image.
+fn acls_in_the_image(img: &Path) {
+    let fs = engine(img);
     let new = fs.resolve("/d/new").unwrap();
     let access = fs
         .acl(&new, AclKind::Access)
@@ -1453,4 +1454,317 @@ fn setid_bits_dropped_on_write_truncate_and_chown() {
     let fs = engine(&img);
     assert_eq!(fs.resolve("/user-writes").unwrap().mode & 0o7777, 0o777);
     assert_eq!(fs.resolve("/root-writes").unwrap().mode & 0o7777, 0o6777);
+}
+
+/// The two ways of sharing a mount with other users: the kernel checks
+/// permissions (`default_permissions`), or the daemon does (`allow_other`
+/// alone). The permission tests run each scenario on both with the same
+/// expectations, the kernel's answers being the reference.
+const SHARED_MOUNTS: [&str; 2] = ["allow_other,default_permissions", "allow_other"];
+
+/// Runs `scenario` on a fresh image mounted each way of `SHARED_MOUNTS`
+/// (a mount point other users reach), unmounts, checks the image with
+/// fsck.f2fs and then with `in_image`. Needs root (to act as other users
+/// with setpriv).
+fn on_shared_mounts(tag: &str, scenario: impl Fn(&Mount), in_image: impl Fn(&Path)) {
+    if !fuse_available() || !require_tool("setpriv") {
+        return;
+    }
+    // SAFETY: getuid has no preconditions.
+    if unsafe { libc::getuid() } != 0 {
+        eprintln!("SKIPPING {tag}: needs root (other users)");
+        return;
+    }
+    for opts in SHARED_MOUNTS {
+        let scratch = Scratch::new(tag);
+        fs::set_permissions(scratch.path(), fs::Permissions::from_mode(0o755)).unwrap();
+        let img = scratch.join("img");
+        f2fuse_mkfs(&img, "64M");
+        let m = Mount::new(&img, &scratch.join("mnt"), opts);
+        eprintln!("{tag}: -o {opts}");
+        scenario(&m);
+        m.unmount();
+        fsck_clean(&img, &format!("{tag} with -o {opts}"));
+        in_image(&img);
+    }
+}
+
+const NOBODY: u32 = 65534;
+const STRANGER: u32 = 1234;
+
+/// The report: root's 0600 file and 0700 directory, and root's
+/// 0755 directory, are closed to other users; what the modes grant stays
+/// open; search permission counts for every directory on the path.
+#[test]
+fn other_users_get_what_the_modes_grant() {
+    on_shared_mounts(
+        "mount-perm-modes",
+        |m| {
+            let root = |script: &str| sh_as(0, &m.mnt, script).unwrap();
+            let nobody = |script: &str| sh_as(NOBODY, &m.mnt, script);
+            root("echo secret > secret && chmod 600 secret && mkdir private && chmod 700 private");
+            root("echo inside > private/inside && chmod 644 private/inside");
+            root("echo open > open && chmod 644 open && mkdir shared && chmod 777 shared");
+            assert!(nobody("cat secret").is_err(), "read a 0600 file");
+            assert!(nobody("ls private").is_err(), "list a 0700 directory");
+            assert!(
+                nobody("cat private/inside").is_err(),
+                "search a 0700 directory"
+            );
+            assert!(nobody("echo pwn > secret").is_err(), "write another's file");
+            assert!(nobody("echo pwn >> open").is_err(), "write a 0644 file");
+            assert!(
+                nobody("touch newfile").is_err(),
+                "create in root's 0755 directory"
+            );
+            assert!(nobody("mkdir newdir").is_err());
+            assert!(
+                nobody("rm open").is_err(),
+                "unlink in root's 0755 directory"
+            );
+            assert!(nobody("mv open moved").is_err());
+            assert!(nobody("ln open hard").is_err());
+            assert!(nobody("ln -s open soft").is_err());
+            assert!(nobody("mkfifo fifo").is_err());
+            assert_eq!(root("cat secret"), "secret\n");
+            assert_eq!(nobody("cat open").unwrap(), "open\n");
+            // Execute-only directory: names can be used, not listed.
+            root("chmod 711 private");
+            assert!(nobody("ls private").is_err());
+            assert_eq!(nobody("cat private/inside").unwrap(), "inside\n");
+            // A directory everyone may write: the new file is the caller's.
+            nobody("echo mine > shared/mine").unwrap();
+            let meta = fs::metadata(m.path("shared/mine")).unwrap();
+            assert_eq!((meta.uid(), meta.gid()), (NOBODY, NOBODY));
+            // Root reads anything, executes only what some x bit allows.
+            root("chmod 000 secret");
+            assert_eq!(root("cat secret"), "secret\n");
+            root("printf '#!/bin/sh\\necho ran\\n' > script && chmod 644 script");
+            assert!(sh_as(0, &m.mnt, "./script").is_err());
+            root("chmod 100 script");
+            assert_eq!(root("./script"), "ran\n");
+        },
+        |_| {},
+    );
+}
+
+/// access(2) (FUSE ACCESS) and chdir answer for the calling user.
+#[test]
+fn access_and_chdir_answer_for_the_caller() {
+    if !require_tool("setfacl") {
+        return;
+    }
+    on_shared_mounts(
+        "mount-perm-access",
+        |m| {
+            let root = |script: &str| sh_as(0, &m.mnt, script).unwrap();
+            let nobody = |script: &str| sh_as(NOBODY, &m.mnt, script);
+            root("touch f && chmod 604 f && mkdir d && chmod 700 d && mkdir x && chmod 711 x");
+            let probe = "for t in r w x; do test -$t f && printf $t || printf -; done";
+            assert_eq!(nobody(probe).unwrap(), "r--");
+            assert_eq!(root(probe), "rw-", "root: no x bit, no execute");
+            root("chmod 640 f");
+            assert_eq!(nobody(probe).unwrap(), "---");
+            assert!(nobody("cd d").is_err());
+            nobody("cd x").unwrap();
+            assert_eq!(root("test -w d && test -x d && echo yes"), "yes\n");
+            // Search permission along the path counts.
+            root("touch d/inner && chmod 644 d/inner");
+            assert!(nobody("test -r d/inner").is_err());
+            root("chmod 711 d");
+            nobody("test -r d/inner").unwrap();
+            // So do ACL entries.
+            root("setfacl -m u:nobody:rw f");
+            assert_eq!(nobody(probe).unwrap(), "rw-");
+            assert_eq!(sh_as(STRANGER, &m.mnt, probe).unwrap(), "---");
+        },
+        |_| {},
+    );
+}
+
+/// Supplementary groups of the caller count (the daemon reads them from
+/// /proc): a member of the directory's and file's group gets the group
+/// class, the same user without the group does not.
+#[test]
+fn supplementary_groups_count() {
+    on_shared_mounts(
+        "mount-perm-groups",
+        |m| {
+            let root = |script: &str| sh_as(0, &m.mnt, script).unwrap();
+            root("mkdir team && chown 0:1234 team && chmod 770 team");
+            root("echo plan > team/plan && chown 0:1234 team/plan && chmod 660 team/plan");
+            let member = |script: &str| sh_in_groups(NOBODY, &[100, STRANGER], &m.mnt, script);
+            assert_eq!(member("ls team").unwrap(), "plan\n");
+            member("echo more >> team/plan && touch team/new").unwrap();
+            assert_eq!(root("cat team/plan"), "plan\nmore\n");
+            // The new file is the member's, in the caller's primary group.
+            let meta = fs::metadata(m.path("team/new")).unwrap();
+            assert_eq!((meta.uid(), meta.gid()), (NOBODY, NOBODY));
+            let outsider = |script: &str| sh_in_groups(NOBODY, &[100], &m.mnt, script);
+            assert!(outsider("ls team").is_err());
+            assert!(outsider("cat team/plan").is_err());
+            // chgrp to a group of one's own only.
+            member("chgrp 1234 team/new").unwrap();
+            assert!(
+                outsider("chgrp 100 team/new").is_err(),
+                "not the owner's file any more"
+            );
+        },
+        |_| {},
+    );
+}
+
+/// In a sticky directory (1777) only an entry's owner, the directory's
+/// owner and root remove or rename it.
+#[test]
+fn sticky_directory_keeps_entries_of_other_users() {
+    on_shared_mounts(
+        "mount-perm-sticky",
+        |m| {
+            let root = |script: &str| sh_as(0, &m.mnt, script).unwrap();
+            let nobody = |script: &str| sh_as(NOBODY, &m.mnt, script);
+            let stranger = |script: &str| sh_as(STRANGER, &m.mnt, script);
+            root("mkdir tmp && chmod 1777 tmp");
+            nobody("touch tmp/mine tmp/other && mkdir tmp/dir").unwrap();
+            assert!(stranger("rm -f tmp/mine").is_err());
+            assert!(stranger("mv tmp/mine tmp/taken").is_err());
+            assert!(stranger("rmdir tmp/dir").is_err());
+            stranger("touch tmp/strangers").unwrap();
+            assert!(
+                nobody("mv -f tmp/mine tmp/strangers").is_err(),
+                "replacing it"
+            );
+            nobody("rm tmp/mine && rmdir tmp/dir").unwrap();
+            root("rm tmp/other");
+            // Without the sticky bit, write permission on the directory is enough.
+            root("chmod 777 tmp");
+            nobody("rm -f tmp/strangers").unwrap();
+        },
+        |_| {},
+    );
+}
+
+/// chmod: the owner only; a caller outside the file's group loses the
+/// set-group-ID bit. chown: only root gives a file away.
+#[test]
+fn chmod_and_chown_rules() {
+    on_shared_mounts(
+        "mount-perm-chmod",
+        |m| {
+            let root = |script: &str| sh_as(0, &m.mnt, script).unwrap();
+            let nobody = |script: &str| sh_as(NOBODY, &m.mnt, script);
+            let mode = |rel: &str| fs::metadata(m.path(rel)).unwrap().mode() & 0o7777;
+            root("touch roots && mkdir pub && chmod 777 pub");
+            assert!(nobody("chmod 666 roots").is_err(), "chmod of root's file");
+            nobody("touch pub/f pub/g").unwrap();
+            root("chgrp 0 pub/f");
+            nobody("chmod 2755 pub/f").unwrap();
+            assert_eq!(mode("pub/f"), 0o755, "set-group-ID of a non-member");
+            nobody("chmod 2755 pub/g").unwrap();
+            assert_eq!(mode("pub/g"), 0o2755, "set-group-ID in one's own group");
+            root("chmod 2755 pub/f");
+            assert_eq!(mode("pub/f"), 0o2755);
+            assert!(nobody("chown 0 pub/g").is_err(), "giving a file away");
+            assert!(nobody("chgrp 0 pub/g").is_err(), "a group one is not in");
+            assert!(nobody("chown 65534:65534 roots").is_err());
+            root("chown 1234:1234 pub/g");
+            let meta = fs::metadata(m.path("pub/g")).unwrap();
+            assert_eq!((meta.uid(), meta.gid()), (STRANGER, STRANGER));
+        },
+        |_| {},
+    );
+}
+
+/// utimensat: setting the times to now needs write permission or
+/// ownership; setting given times needs ownership.
+#[test]
+fn utimes_rules() {
+    on_shared_mounts(
+        "mount-perm-utimes",
+        |m| {
+            let root = |script: &str| sh_as(0, &m.mnt, script).unwrap();
+            let nobody = |script: &str| sh_as(NOBODY, &m.mnt, script);
+            let mtime = |rel: &str| fs::metadata(m.path(rel)).unwrap().mtime();
+            root("touch -d @1000000000 open closed && chmod 666 open && chmod 644 closed");
+            nobody("touch open").unwrap();
+            assert!(mtime("open") > 1_000_000_000, "now, with write permission");
+            assert!(
+                nobody("touch closed").is_err(),
+                "now, without write permission"
+            );
+            assert!(
+                nobody("touch -d @2000000000 open").is_err(),
+                "given times, not the owner"
+            );
+            assert!(nobody("touch -m -d @2000000000 open").is_err());
+            assert_eq!(mtime("closed"), 1_000_000_000);
+            root("mkdir pub && chmod 777 pub");
+            nobody("touch pub/own && chmod 444 pub/own && touch -d @2000000000 pub/own").unwrap();
+            assert_eq!(mtime("pub/own"), 2_000_000_000, "the owner, read-only file");
+            nobody("touch pub/own").unwrap();
+            // Writes through an open file set the mtime for non-owners too.
+            root("touch -d @1000000000 open");
+            nobody("echo data > open").unwrap();
+            assert!(mtime("open") > 1_000_000_000);
+        },
+        |_| {},
+    );
+}
+
+/// Programs: executing needs execute permission (and no read permission).
+#[test]
+fn exec_needs_execute_permission() {
+    on_shared_mounts(
+        "mount-perm-exec",
+        |m| {
+            let root = |script: &str| sh_as(0, &m.mnt, script).unwrap();
+            let nobody = |script: &str| sh_as(NOBODY, &m.mnt, script);
+            root("cp /bin/true prog && chmod 700 prog");
+            assert!(nobody("./prog").is_err());
+            root("chmod 711 prog");
+            nobody("./prog").unwrap();
+            assert!(
+                nobody("cat prog > /dev/null").is_err(),
+                "no read permission"
+            );
+        },
+        |_| {},
+    );
+}
+
+/// Extended attributes: `user.*` needs read or write permission on the
+/// file, `trusted.*` is root's (and not listed for others).
+#[test]
+fn xattr_namespaces_and_permissions() {
+    if !require_tool("setfattr") {
+        return;
+    }
+    on_shared_mounts(
+        "mount-perm-xattr",
+        |m| {
+            let root = |script: &str| sh_as(0, &m.mnt, script).unwrap();
+            let nobody = |script: &str| sh_as(NOBODY, &m.mnt, script);
+            root("touch f && setfattr -n user.a -v 1 f && setfattr -n trusted.t -v 2 f");
+            root("touch secret && chmod 600 secret && setfattr -n user.s -v 3 secret");
+            assert!(
+                nobody("setfattr -n user.b -v 1 f").is_err(),
+                "no write permission"
+            );
+            assert!(nobody("setfattr -x user.a f").is_err());
+            assert!(
+                nobody("getfattr -n user.s secret").is_err(),
+                "no read permission"
+            );
+            assert!(nobody("getfattr --only-values -n trusted.t f").is_err());
+            let listed = nobody("getfattr -d -m - f").unwrap();
+            assert!(
+                listed.contains("user.a") && !listed.contains("trusted"),
+                "{listed}"
+            );
+            assert!(root("getfattr -d -m - f").contains("trusted.t"));
+            root("chmod 666 f");
+            nobody("setfattr -n user.b -v 1 f").unwrap();
+        },
+        |_| {},
+    );
 }

@@ -6,6 +6,7 @@
 //! inode inheriting its directory's default ACL (posix_acl_create).
 
 use crate::error::{Error, Result};
+use crate::inode::InodeInfo;
 use f2fuse_layout::xattr::{
     ACL_GROUP, ACL_GROUP_OBJ, ACL_MASK, ACL_OTHER, ACL_USER, ACL_USER_OBJ, POSIX_ACL_XATTR_VERSION,
 };
@@ -169,6 +170,50 @@ impl Acl {
         if let Some(e) = self.find(group) {
             e.perm = (mode >> 3) & RWX;
         }
+    }
+
+    /// Whether this access ACL of `inode` grants `want` (rwx bits) to a
+    /// caller with `uid` who is a member of the groups `in_group` accepts
+    /// (posix_acl_permission): the owner entry for the owner, else a named
+    /// user entry, else the matching group entries (any one granting it
+    /// will do), else the other entry; named users and all groups are
+    /// limited by the mask.
+    pub fn grants(
+        &self,
+        inode: &InodeInfo,
+        uid: u32,
+        in_group: impl Fn(u32) -> bool,
+        want: u16,
+    ) -> bool {
+        let want = want & RWX;
+        let mask = self
+            .entries
+            .iter()
+            .find(|e| e.tag == ACL_MASK)
+            .map_or(RWX, |e| e.perm);
+        let mut group_matched = false;
+        for e in &self.entries {
+            match e.tag {
+                ACL_USER_OBJ if uid == inode.uid => return e.perm & want == want,
+                ACL_USER if e.id == uid => return e.perm & mask & want == want,
+                ACL_GROUP_OBJ | ACL_GROUP => {
+                    let gid = if e.tag == ACL_GROUP_OBJ {
+                        inode.gid
+                    } else {
+                        e.id
+                    };
+                    if in_group(gid) {
+                        group_matched = true;
+                        if e.perm & want == want {
+                            return e.perm & mask & want == want;
+                        }
+                    }
+                }
+                ACL_OTHER => return !group_matched && e.perm & want == want,
+                _ => {}
+            }
+        }
+        false
     }
 
     /// A new inode with requested `mode` under a directory whose default

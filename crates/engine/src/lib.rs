@@ -3,7 +3,7 @@
 //!
 //! `lock_order` < `stats` < `device` < `superblock` < `checkpoint` < `segment`
 //! < `extent_cache` < `node` < `inode` < `flags` < `inline` < `data` < `compress`
-//! < `xattr` < `acl` < `dir` < `gc`
+//! < `xattr` < `acl` < `perm` < `dir` < `gc`
 //! < `tunables` < `commit` < `recovery` < `report` < `fs` (the facade), with
 //! `mkfs` beside `fs` using only the device and the layout crate.
 
@@ -25,6 +25,7 @@ pub mod inode;
 pub mod lock_order;
 pub mod mkfs;
 pub mod node;
+pub mod perm;
 pub mod recovery;
 pub mod report;
 pub mod segment;
@@ -35,6 +36,7 @@ pub mod xattr;
 
 pub use data::{FallocMode, SeekTarget};
 pub use error::{Error, Result};
-pub use fs::{Fs, OpenOptions, StatFs};
+pub use fs::{AsUser, Fs, OpenOptions, StatFs};
 pub use inode::{FileKind, InodeInfo, Timestamp};
+pub use perm::{Access, Credentials};
 pub use report::{FileExtents, Json, Status};

@@ -1521,6 +1521,7 @@ impl Harness {
             mtime: ts(mtime),
             ctime: None,
             kill_privileges: false,
+            through_writable_file: false,
         };
         let got = self.fs().setattr(self.ino(id), &attr);
         let what = format!("setattr {id} {attr:?}");

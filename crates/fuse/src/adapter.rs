@@ -12,11 +12,12 @@ use crate::ioctl::{self, Command};
 use crate::log;
 use f2fuse_engine::acl::AclKind;
 use f2fuse_engine::dir::DirEntryInfo;
-use f2fuse_engine::flags::{is_append_only, is_immutable};
 use f2fuse_engine::fs::{RenameFlags as EngineRenameFlags, SetAttr, TimeSet};
 use f2fuse_engine::xattr::SetMode;
-use f2fuse_engine::{Error, FallocMode, FileKind, Fs, InodeInfo, SeekTarget};
-use f2fuse_layout::{inode_flag, F2FS_NAME_LEN, F2FS_ROOT_INO};
+use f2fuse_engine::{
+    Access, AsUser, Credentials, Error, FallocMode, FileKind, Fs, InodeInfo, SeekTarget,
+};
+use f2fuse_layout::{F2FS_NAME_LEN, F2FS_ROOT_INO};
 use fuser::{
     AccessFlags, Errno, FileHandle, Filesystem, FopenFlags, Generation, INodeNo, InitFlags,
     IoctlFlags, KernelConfig, LockOwner, Notifier, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate,
@@ -129,9 +130,10 @@ impl Shared {
 pub struct AdapterConfig {
     pub ttl: Duration,
     pub writeback_cache: bool,
-    /// Offer POSIX ACLs (FUSE_POSIX_ACL, which makes the kernel check
-    /// permissions, ACLs included, as `default_permissions` does).
-    pub posix_acl: bool,
+    /// The kernel checks permissions (`default_permissions`), POSIX ACLs
+    /// included (FUSE_POSIX_ACL). Otherwise the adapter checks every
+    /// request for the process that sent it (`Fs::as_user`).
+    pub default_permissions: bool,
 }
 
 pub struct F2fsFuse {
@@ -143,7 +145,9 @@ pub struct F2fsFuse {
     dirs: Mutex<HashMap<u64, Arc<Vec<DirEntryInfo>>>>,
     /// References the kernel holds per inode (lookups not yet forgotten).
     kernel_refs: Mutex<HashMap<u32, u64>>,
-    /// The kernel agreed to POSIX ACLs (and to leave the umask to us).
+    /// POSIX ACLs are in force (checked by the kernel with FUSE_POSIX_ACL,
+    /// else by our own checks) and the kernel leaves the umask to us
+    /// (FUSE_DONT_MASK).
     acl: bool,
 }
 
@@ -164,22 +168,6 @@ fn name_ok(name: &OsStr) -> Res<&[u8]> {
         return Err(Errno::ENAMETOOLONG);
     }
     Ok(bytes)
-}
-
-/// What the VFS's may_open refuses for flagged inodes, which the kernel
-/// cannot check itself (FUSE inodes carry no S_IMMUTABLE or S_APPEND):
-/// writing an immutable file, writing an append-only one without O_APPEND
-/// or truncating it.
-fn check_open_flags(inode: &InodeInfo, flags: i32) -> Res<()> {
-    let writing = flags & libc::O_ACCMODE != libc::O_RDONLY;
-    if writing && is_immutable(inode) {
-        return Err(Errno::EPERM);
-    }
-    let appending = flags & libc::O_APPEND != 0 && flags & libc::O_TRUNC == 0;
-    if writing && !appending && is_append_only(inode) {
-        return Err(Errno::EPERM);
-    }
-    Ok(())
 }
 
 fn ino_of(ino: INodeNo) -> Res<u32> {
@@ -257,32 +245,54 @@ impl F2fsFuse {
     /// Replies with a new entry; the kernel then holds one reference.
     fn reply_entry(&self, reply: ReplyEntry, inode: &InodeInfo) {
         self.kernel_ref(inode.ino);
-        reply.entry(
+        reply.entry_with_ttls(
             &self.cfg.ttl,
+            &self.entry_ttl(),
             &file_attr(inode),
             Generation(inode.generation as u64),
         );
     }
 
-    /// Owner of a new inode: the caller, with the group of a setgid parent.
-    fn new_owner(&self, req: &Request, parent: &InodeInfo) -> (u32, u32) {
-        let gid = if parent.mode & libc::S_ISGID as u16 != 0 {
-            parent.gid
+    /// How long the kernel may keep a name. Without `default_permissions`
+    /// not at all: a path walk through cached names would skip our check
+    /// of search permission (the kernel asks us only on a miss), so every
+    /// walk looks each name up again, for the process walking.
+    fn entry_ttl(&self) -> Duration {
+        if self.cfg.default_permissions {
+            self.cfg.ttl
         } else {
-            req.gid()
-        };
-        (req.uid(), gid)
+            Duration::ZERO
+        }
     }
 
-    fn do_lookup(&self, parent: u32, name: &OsStr) -> Res<InodeInfo> {
+    /// The operations on behalf of `creds`: checked here unless the kernel
+    /// checks them (`default_permissions`).
+    fn as_user<'a>(&'a self, creds: &'a Credentials) -> AsUser<'a> {
+        if self.cfg.default_permissions {
+            self.fs.as_user_unchecked(creds)
+        } else {
+            self.fs.as_user(creds)
+        }
+    }
+
+    /// The requesting process's credentials, with its supplementary groups
+    /// when our checks need them.
+    fn caller(&self, req: &Request) -> Credentials {
+        credentials(req, !self.cfg.default_permissions)
+    }
+
+    fn do_lookup(&self, req: &Request, parent: u32, name: &OsStr) -> Res<InodeInfo> {
         let name = name_ok(name)?;
-        let entry = self.fs.lookup(parent, name).map_err(|e| errno(&e))?;
+        let creds = self.caller(req);
+        let entry = self
+            .as_user(&creds)
+            .lookup(parent, name)
+            .map_err(|e| errno(&e))?;
         self.inode(entry.ino)
     }
 
-    fn do_setattr(&self, ino: u32, attr: &SetAttr) -> Res<InodeInfo> {
-        let inode = self.fs.setattr(ino, attr).map_err(|e| errno(&e))?;
-        Ok(inode)
+    fn do_setattr(&self, who: AsUser, ino: u32, attr: &SetAttr) -> Res<InodeInfo> {
+        who.setattr(ino, attr).map_err(|e| errno(&e))
     }
 
     /// How a file is opened. Normally through the kernel's cache, kept
@@ -326,34 +336,34 @@ impl F2fsFuse {
     }
 
     /// ACL names are refused (EOPNOTSUPP, as on a `noacl` mount, so
-    /// `cp -a` falls back to chmod) unless the kernel enforces ACLs.
-    fn acl_kind(&self, name: &[u8]) -> Res<Option<AclKind>> {
-        match AclKind::of_xattr(name) {
-            Some(_) if !self.acl => Err(Errno::EOPNOTSUPP),
-            kind => Ok(kind),
+    /// `cp -a` falls back to chmod) unless ACLs are in force.
+    fn xattr_served(&self, name: &[u8]) -> Res<()> {
+        if !self.acl && AclKind::of_xattr(name).is_some() {
+            return Err(Errno::EOPNOTSUPP);
         }
+        Ok(())
     }
 
-    /// mknod, mkdir, symlink: checks the name, works out the owner of a new
-    /// inode in `parent` for the caller, has `make(parent, name, dir, owner)`
-    /// create it and replies with its entry.
+    /// mknod, mkdir, symlink: checks the name, has `make(who, parent,
+    /// name, dir)` create the inode in `parent` for the caller and replies
+    /// with its entry.
     fn reply_new_entry(
         &self,
         req: &Request,
         parent: INodeNo,
         name: &OsStr,
         reply: ReplyEntry,
-        make: impl FnOnce(u32, &[u8], &InodeInfo, (u32, u32)) -> Res<InodeInfo>,
+        make: impl FnOnce(AsUser, u32, &[u8], &InodeInfo) -> Res<InodeInfo>,
     ) {
         let parent = match ino_of(parent) {
             Ok(ino) => ino,
             Err(e) => return reply.error(e),
         };
         self.shared.change();
+        let creds = self.caller(req);
         let result = name_ok(name).and_then(|name| {
             let dir = self.inode(parent)?;
-            let owner = self.new_owner(req, &dir);
-            make(parent, name, &dir, owner)
+            make(self.as_user(&creds), parent, name, &dir)
         });
         match result {
             Ok(inode) => self.reply_entry(reply, &inode),
@@ -372,24 +382,25 @@ impl F2fsFuse {
     ) -> Res<InodeInfo> {
         let name = name_ok(name)?;
         let dir = self.inode(parent)?;
-        let (uid, gid) = self.new_owner(req, &dir);
         let mode = self.requested_mode(&dir, mode, umask)?;
-        match self
-            .fs
-            .create(parent, name, (mode & 0o7777) as u16, uid, gid)
-        {
+        let creds = self.caller(req);
+        let who = self.as_user(&creds);
+        match who.create(parent, name, (mode & 0o7777) as u16) {
             Ok(inode) => Ok(inode),
             Err(e) if e.to_errno() == libc::EEXIST && flags & libc::O_EXCL == 0 => {
                 // The name appeared after the kernel's lookup: open it.
-                let entry = self.fs.lookup(parent, name).map_err(|e| errno(&e))?;
-                let inode = self.inode(entry.ino)?;
-                check_open_flags(&inode, flags)?;
+                let entry = who.lookup(parent, name).map_err(|e| errno(&e))?;
+                if entry.kind == FileKind::Directory {
+                    return Err(Errno::EISDIR);
+                }
+                let inode = who.open(entry.ino, flags).map_err(|e| errno(&e))?;
                 match inode.kind {
-                    FileKind::Directory => Err(Errno::EISDIR),
                     FileKind::Regular if flags & libc::O_TRUNC != 0 => self.do_setattr(
+                        who,
                         inode.ino,
                         &SetAttr {
                             size: Some(0),
+                            through_writable_file: true,
                             ..SetAttr::default()
                         },
                     ),
@@ -460,59 +471,38 @@ impl F2fsFuse {
         }
     }
 
-    /// The VFS's rules (vfs_fileattr_set): only the owner or root changes
-    /// flags, and only root (CAP_LINUX_IMMUTABLE) immutable or append-only.
+    /// The VFS's rules (vfs_fileattr_set), checked by the engine: only the
+    /// owner or root changes flags, and only root immutable or append-only.
     fn set_flags(&self, req: &Request, inode: &InodeInfo, new: u32) -> Res<Vec<u8>> {
-        let root = req.uid() == 0;
-        if !root && req.uid() != inode.uid {
-            return Err(Errno::EPERM);
-        }
-        let guarded = inode_flag::IMMUTABLE | inode_flag::APPEND;
-        if !root && (new ^ self.fs.get_flags(inode)) & guarded != 0 {
-            return Err(Errno::EPERM);
-        }
         self.shared.change();
-        self.fs.set_flags(inode.ino, new).map_err(|e| errno(&e))?;
+        let creds = self.caller(req);
+        self.as_user(&creds)
+            .set_flags(inode.ino, new)
+            .map_err(|e| errno(&e))?;
         Ok(Vec::new())
     }
-
-    fn do_access(&self, req: &Request, ino: u32, mask: AccessFlags) -> Res<()> {
-        let inode = self.inode(ino)?;
-        let want = mask.bits() & 0o7;
-        if want == 0 {
-            return Ok(());
-        }
-        let mode = inode.mode as i32;
-        if req.uid() == 0 {
-            // Root may do anything except execute a file nobody may execute.
-            if want & libc::X_OK != 0 && inode.kind != FileKind::Directory && mode & 0o111 == 0 {
-                return Err(Errno::EACCES);
-            }
-            return Ok(());
-        }
-        let bits = if req.uid() == inode.uid {
-            mode >> 6
-        } else if in_group(req, inode.gid) {
-            mode >> 3
-        } else {
-            mode
-        } & 0o7;
-        if want & !bits != 0 {
-            return Err(Errno::EACCES);
-        }
-        Ok(())
-    }
 }
 
-/// Whether the caller's group or one of its supplementary groups is `gid`.
-fn in_group(req: &Request, gid: u32) -> bool {
-    req.gid() == gid || in_groups(req.pid(), gid)
+/// The credentials of the process that sent `req`: the kernel sends its
+/// fsuid and fsgid (the real ids for access(2)); its supplementary groups
+/// (if `with_groups`, and not for root, whose privileges make them moot)
+/// come from /proc/PID/status. That is racy: a process that changes its
+/// groups or exits (its pid reused) between the request and the read is
+/// judged by what /proc then says, and requests the kernel makes on its
+/// own (pid 0) or for a process outside our pid namespace have no groups.
+fn credentials(req: &Request, with_groups: bool) -> Credentials {
+    let groups = if with_groups && req.uid() != 0 && req.pid() != 0 {
+        supplementary_groups(req.pid())
+    } else {
+        Vec::new()
+    };
+    Credentials::new(req.uid(), req.gid(), groups)
 }
 
-/// Whether process `pid` has `gid` among its supplementary groups.
-fn in_groups(pid: u32, gid: u32) -> bool {
+/// The supplementary groups of process `pid` ("Groups:" in its status).
+fn supplementary_groups(pid: u32) -> Vec<u32> {
     let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) else {
-        return false;
+        return Vec::new();
     };
     status
         .lines()
@@ -520,9 +510,10 @@ fn in_groups(pid: u32, gid: u32) -> bool {
         .map(|groups| {
             groups
                 .split_whitespace()
-                .any(|g| g.parse::<u32>() == Ok(gid))
+                .filter_map(|g| g.parse().ok())
+                .collect()
         })
-        .unwrap_or(false)
+        .unwrap_or_default()
 }
 
 /// The attributes of a negative entry: node id 0, nothing else read.
@@ -584,11 +575,18 @@ impl Filesystem for F2fsFuse {
         if self.cfg.writeback_cache {
             want |= InitFlags::FUSE_WRITEBACK_CACHE;
         }
-        // With ACLs the kernel checks permissions against them, and the
-        // daemon keeps mode and ACLs in step, makes new inodes inherit
-        // default ACLs and applies the umask where none is inherited.
-        let acl = InitFlags::FUSE_POSIX_ACL | InitFlags::FUSE_DONT_MASK;
-        self.acl = self.cfg.posix_acl && config.capabilities().contains(acl);
+        // With ACLs the daemon keeps mode and ACLs in step, makes new
+        // inodes inherit default ACLs and applies the umask where none is
+        // inherited. The kernel checks permissions against them with
+        // `default_permissions` (FUSE_POSIX_ACL, which implies it); our own
+        // checks do without it (the kernel then passes the ACL xattrs on
+        // as they are, since Linux 6.2).
+        let acl = if self.cfg.default_permissions {
+            InitFlags::FUSE_POSIX_ACL | InitFlags::FUSE_DONT_MASK
+        } else {
+            InitFlags::FUSE_DONT_MASK
+        };
+        self.acl = config.capabilities().contains(acl);
         if self.acl {
             want |= acl;
         }
@@ -596,15 +594,16 @@ impl Filesystem for F2fsFuse {
         Ok(())
     }
 
-    fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+    fn lookup(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
         self.shared.request();
         let parent = ino_or_reply!(parent, reply);
-        match self.do_lookup(parent, name) {
+        match self.do_lookup(req, parent, name) {
             Ok(inode) => self.reply_entry(reply, &inode),
             Err(e) if e == Errno::ENOENT => {
                 // A negative entry the kernel may cache for the TTL: every
                 // change comes through the kernel, which drops it on create.
-                reply.entry(&self.cfg.ttl, &negative_attr(), Generation(0));
+                let ttl = self.entry_ttl();
+                reply.entry(&ttl, &negative_attr(), Generation(0));
             }
             Err(e) => reply.error(e),
         }
@@ -636,7 +635,7 @@ impl Filesystem for F2fsFuse {
         atime: Option<TimeOrNow>,
         mtime: Option<TimeOrNow>,
         ctime: Option<SystemTime>,
-        _fh: Option<FileHandle>,
+        fh: Option<FileHandle>,
         _crtime: Option<SystemTime>,
         _chgtime: Option<SystemTime>,
         _bkuptime: Option<SystemTime>,
@@ -644,6 +643,7 @@ impl Filesystem for F2fsFuse {
         reply: ReplyAttr,
     ) {
         let ino = ino_or_reply!(ino, reply);
+        let creds = self.caller(req);
         let attr = SetAttr {
             mode: mode.map(|m| (m & 0o7777) as u16),
             uid,
@@ -654,10 +654,15 @@ impl Filesystem for F2fsFuse {
             ctime: ctime.map(timestamp),
             // With FUSE_HANDLE_KILLPRIV_V2 the kernel leaves this to us:
             // every chown, and a truncate by someone without CAP_FSETID.
-            kill_privileges: uid.is_some() || gid.is_some() || (size.is_some() && req.uid() != 0),
+            kill_privileges: uid.is_some()
+                || gid.is_some()
+                || (size.is_some() && !creds.is_privileged()),
+            // The kernel names a file handle for ftruncate and when it
+            // records the times of writes through it.
+            through_writable_file: fh.is_some(),
         };
         self.shared.change();
-        let result = self.do_setattr(ino, &attr);
+        let result = self.do_setattr(self.as_user(&creds), ino, &attr);
         match result {
             Ok(inode) => reply.attr(&self.cfg.ttl, &file_attr(&inode)),
             Err(e) => reply.error(e),
@@ -686,10 +691,9 @@ impl Filesystem for F2fsFuse {
         rdev: u32,
         reply: ReplyEntry,
     ) {
-        self.reply_new_entry(req, parent, name, reply, |parent, name, dir, (uid, gid)| {
+        self.reply_new_entry(req, parent, name, reply, |who, parent, name, dir| {
             let mode = self.requested_mode(dir, mode, umask)?;
-            self.fs
-                .mknod(parent, name, mode as u16, decode_dev(rdev), uid, gid)
+            who.mknod(parent, name, mode as u16, decode_dev(rdev))
                 .map_err(|e| errno(&e))
         });
     }
@@ -703,31 +707,30 @@ impl Filesystem for F2fsFuse {
         umask: u32,
         reply: ReplyEntry,
     ) {
-        self.reply_new_entry(req, parent, name, reply, |parent, name, dir, (uid, gid)| {
-            let mut perm = (self.requested_mode(dir, mode, umask)? & 0o7777) as u16;
-            if dir.mode & libc::S_ISGID as u16 != 0 {
-                // New directories inherit the setgid bit (and with it the group).
-                perm |= libc::S_ISGID as u16;
-            }
-            self.fs
-                .mkdir(parent, name, perm, uid, gid)
+        self.reply_new_entry(req, parent, name, reply, |who, parent, name, dir| {
+            let mode = self.requested_mode(dir, mode, umask)?;
+            who.mkdir(parent, name, (mode & 0o7777) as u16)
                 .map_err(|e| errno(&e))
         });
     }
 
-    fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+    fn unlink(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         let parent = ino_or_reply!(parent, reply);
         self.shared.change();
-        match name_ok(name).and_then(|n| self.fs.unlink(parent, n).map_err(|e| errno(&e))) {
+        let creds = self.caller(req);
+        let who = self.as_user(&creds);
+        match name_ok(name).and_then(|n| who.unlink(parent, n).map_err(|e| errno(&e))) {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(e),
         }
     }
 
-    fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+    fn rmdir(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         let parent = ino_or_reply!(parent, reply);
         self.shared.change();
-        match name_ok(name).and_then(|n| self.fs.rmdir(parent, n).map_err(|e| errno(&e))) {
+        let creds = self.caller(req);
+        let who = self.as_user(&creds);
+        match name_ok(name).and_then(|n| who.rmdir(parent, n).map_err(|e| errno(&e))) {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(e),
         }
@@ -741,22 +744,15 @@ impl Filesystem for F2fsFuse {
         target: &Path,
         reply: ReplyEntry,
     ) {
-        self.reply_new_entry(
-            req,
-            parent,
-            link_name,
-            reply,
-            |parent, name, _, (uid, gid)| {
-                self.fs
-                    .symlink(parent, name, target.as_os_str().as_bytes(), uid, gid)
-                    .map_err(|e| errno(&e))
-            },
-        );
+        self.reply_new_entry(req, parent, link_name, reply, |who, parent, name, _| {
+            who.symlink(parent, name, target.as_os_str().as_bytes())
+                .map_err(|e| errno(&e))
+        });
     }
 
     fn rename(
         &self,
-        _req: &Request,
+        req: &Request,
         parent: INodeNo,
         name: &OsStr,
         newparent: INodeNo,
@@ -776,9 +772,10 @@ impl Filesystem for F2fsFuse {
             exchange: flags.contains(RenameFlags::RENAME_EXCHANGE),
         };
         self.shared.change();
+        let creds = self.caller(req);
         let result = name_ok(name).and_then(|old| {
             let new = name_ok(newname)?;
-            self.fs
+            self.as_user(&creds)
                 .rename(parent, old, newparent, new, engine_flags)
                 .map_err(|e| errno(&e))
         });
@@ -790,7 +787,7 @@ impl Filesystem for F2fsFuse {
 
     fn link(
         &self,
-        _req: &Request,
+        req: &Request,
         ino: INodeNo,
         newparent: INodeNo,
         newname: &OsStr,
@@ -799,20 +796,28 @@ impl Filesystem for F2fsFuse {
         let ino = ino_or_reply!(ino, reply);
         let newparent = ino_or_reply!(newparent, reply);
         self.shared.change();
-        let result = name_ok(newname)
-            .and_then(|name| self.fs.link(ino, newparent, name).map_err(|e| errno(&e)));
+        let creds = self.caller(req);
+        let who = self.as_user(&creds);
+        let result =
+            name_ok(newname).and_then(|name| who.link(ino, newparent, name).map_err(|e| errno(&e)));
         match result {
             Ok(inode) => self.reply_entry(reply, &inode),
             Err(e) => reply.error(e),
         }
     }
 
-    fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+    fn open(&self, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
         self.shared.request();
         let ino = ino_or_reply!(ino, reply);
-        match self.inode(ino) {
-            Ok(inode) if inode.kind == FileKind::Directory => reply.error(Errno::EISDIR),
-            Ok(inode) if check_open_flags(&inode, flags.0).is_err() => reply.error(Errno::EPERM),
+        let creds = self.caller(req);
+        let opened = self.inode(ino).and_then(|inode| match inode.kind {
+            FileKind::Directory => Err(Errno::EISDIR),
+            _ => self
+                .as_user(&creds)
+                .open(ino, flags.0)
+                .map_err(|e| errno(&e)),
+        });
+        match opened {
             Ok(_) => {
                 let _ = self.fs.open_inode(ino);
                 reply.opened(self.new_fh(), self.open_mode(flags.0));
@@ -842,7 +847,7 @@ impl Filesystem for F2fsFuse {
 
     fn write(
         &self,
-        _req: &Request,
+        req: &Request,
         ino: INodeNo,
         _fh: FileHandle,
         offset: u64,
@@ -858,7 +863,8 @@ impl Filesystem for F2fsFuse {
                 kill_privileges: true,
                 ..SetAttr::default()
             };
-            if let Err(e) = self.do_setattr(ino, &kill) {
+            let creds = self.caller(req);
+            if let Err(e) = self.do_setattr(self.as_user(&creds), ino, &kill) {
                 return reply.error(e);
             }
         }
@@ -914,16 +920,16 @@ impl Filesystem for F2fsFuse {
         }
     }
 
-    fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+    fn opendir(&self, req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
         self.shared.request();
         let ino = ino_or_reply!(ino, reply);
-        match self.inode(ino) {
-            Ok(inode) if inode.kind != FileKind::Directory => reply.error(Errno::ENOTDIR),
+        let creds = self.caller(req);
+        match self.as_user(&creds).open_dir(ino) {
             Ok(_) => {
                 let _ = self.fs.open_inode(ino);
                 reply.opened(self.new_fh(), FopenFlags::empty());
             }
-            Err(e) => reply.error(e),
+            Err(e) => reply.error(errno(&e)),
         }
     }
 
@@ -988,7 +994,7 @@ impl Filesystem for F2fsFuse {
                 to_fuse(inode.ino),
                 i as u64 + 1,
                 OsStr::from_bytes(&entry.name),
-                &self.cfg.ttl,
+                &self.entry_ttl(),
                 &file_attr(&inode),
                 Generation(inode.generation as u64),
             );
@@ -1061,17 +1067,14 @@ impl Filesystem for F2fsFuse {
             libc::XATTR_REPLACE => SetMode::Replace,
             _ => return reply.error(Errno::EINVAL),
         };
-        let result = self.acl_kind(name.as_bytes()).and_then(|acl| {
+        // Groups always: setting an access ACL keeps S_ISGID only for
+        // members of the file's group.
+        let creds = credentials(req, true);
+        let result = self.xattr_served(name.as_bytes()).and_then(|_| {
             self.shared.change();
-            match acl {
-                Some(kind) => {
-                    let inode = self.inode(ino)?;
-                    let keep_sgid = req.uid() == 0 || in_group(req, inode.gid);
-                    self.fs.set_acl(ino, kind, value, keep_sgid)
-                }
-                None => self.fs.set_xattr(ino, name.as_bytes(), value, mode),
-            }
-            .map_err(|e| errno(&e))
+            self.as_user(&creds)
+                .set_xattr(ino, name.as_bytes(), value, mode)
+                .map_err(|e| errno(&e))
         });
         match result {
             Ok(()) => reply.ok(),
@@ -1079,14 +1082,15 @@ impl Filesystem for F2fsFuse {
         }
     }
 
-    fn getxattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
+    fn getxattr(&self, req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
         self.shared.request();
         let ino = ino_or_reply!(ino, reply);
-        if let Err(e) = self.acl_kind(name.as_bytes()) {
+        if let Err(e) = self.xattr_served(name.as_bytes()) {
             return reply.error(e);
         }
+        let creds = self.caller(req);
         let result = self.inode(ino).and_then(|inode| {
-            self.fs
+            self.as_user(&creds)
                 .get_xattr(&inode, name.as_bytes())
                 .map_err(|e| errno(&e))
         });
@@ -1098,12 +1102,13 @@ impl Filesystem for F2fsFuse {
         }
     }
 
-    fn listxattr(&self, _req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
+    fn listxattr(&self, req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
         self.shared.request();
         let ino = ino_or_reply!(ino, reply);
+        let creds = self.caller(req);
         let result = self
             .inode(ino)
-            .and_then(|inode| self.fs.xattrs(&inode).map_err(|e| errno(&e)));
+            .and_then(|inode| self.as_user(&creds).xattrs(&inode).map_err(|e| errno(&e)));
         match result {
             Ok(list) => {
                 let mut names = Vec::new();
@@ -1124,24 +1129,28 @@ impl Filesystem for F2fsFuse {
         }
     }
 
-    fn removexattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+    fn removexattr(&self, req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         let ino = ino_or_reply!(ino, reply);
-        if let Err(e) = self.acl_kind(name.as_bytes()) {
+        if let Err(e) = self.xattr_served(name.as_bytes()) {
             return reply.error(e);
         }
         self.shared.change();
-        match self.fs.remove_xattr(ino, name.as_bytes()) {
+        let creds = self.caller(req);
+        match self.as_user(&creds).remove_xattr(ino, name.as_bytes()) {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(errno(&e)),
         }
     }
 
+    /// access(2) and chdir(2): the kernel asks only without
+    /// `default_permissions`.
     fn access(&self, req: &Request, ino: INodeNo, mask: AccessFlags, reply: ReplyEmpty) {
         self.shared.request();
         let ino = ino_or_reply!(ino, reply);
-        match self.do_access(req, ino, mask) {
+        let want = Access::from_mask(mask.bits() as u32);
+        match self.fs.access(ino, &self.caller(req), want) {
             Ok(()) => reply.ok(),
-            Err(e) => reply.error(e),
+            Err(e) => reply.error(errno(&e)),
         }
     }
 
@@ -1162,7 +1171,7 @@ impl Filesystem for F2fsFuse {
                 self.kernel_ref(inode.ino);
                 let _ = self.fs.open_inode(inode.ino);
                 reply.created(
-                    &self.cfg.ttl,
+                    &self.entry_ttl(),
                     &file_attr(&inode),
                     Generation(inode.generation as u64),
                     self.new_fh(),

@@ -18,7 +18,9 @@ pub struct MountConfig {
     pub read_only: bool,
     /// Let users other than the one mounting use the file system.
     pub allow_other: bool,
-    /// Let the kernel check permissions from the inodes' modes and owners.
+    /// Let the kernel check permissions from the inodes' modes, owners and
+    /// ACLs; without it the daemon checks every request itself (there is
+    /// no mount without permission checks).
     pub default_permissions: bool,
     /// Threads serving FUSE requests (each with its own cloned /dev/fuse fd).
     pub threads: usize,

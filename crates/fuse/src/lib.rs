@@ -437,7 +437,7 @@ fn serve_blocked(
         AdapterConfig {
             ttl: cfg.ttl,
             writeback_cache: cfg.writeback_cache && !cfg.read_only,
-            posix_acl: cfg.default_permissions,
+            default_permissions: cfg.default_permissions,
         },
         shared.clone(),
     );

@@ -10,6 +10,7 @@ use crate::error::{Error, Result};
 use crate::flags::{self, deny_if_immutable, deny_if_locked};
 use crate::inline;
 use crate::inode::{now, set_atime, set_ctime, set_mtime, FileKind, InodeInfo, Timestamp};
+use crate::perm::Credentials;
 use crate::xattr::{self, SetMode};
 use f2fuse_layout::*;
 use std::ops::Range;
@@ -40,6 +41,10 @@ pub struct SetAttr {
     /// chown): clear set-user-ID, set-group-ID if group-executable, and the
     /// `security.capability` xattr. Directories are left alone.
     pub kill_privileges: bool,
+    /// The change comes through a file opened for writing (ftruncate, or a
+    /// kernel recording the mtime of a write to it): write permission was
+    /// checked when it was opened, and a write may set the mtime.
+    pub through_writable_file: bool,
 }
 
 impl SetAttr {
@@ -290,6 +295,15 @@ impl Fs {
     /// Changes attributes; returns the inode afterwards. A size change
     /// holds the whole file (no write or read of it runs meanwhile).
     pub fn setattr(&self, ino: u32, attr: &SetAttr) -> Result<InodeInfo> {
+        self.setattr_for(ino, attr, None)
+    }
+
+    pub(super) fn setattr_for(
+        &self,
+        ino: u32,
+        attr: &SetAttr,
+        caller: Option<&Credentials>,
+    ) -> Result<InodeInfo> {
         self.healthy_writer()?;
         let _range = attr
             .size
@@ -298,6 +312,14 @@ impl Fs {
             let _inode = self.locks().inode(ino, Mode::Exclusive);
             let inode = self.caller_inode(ctx, ino)?;
             attr.check_flags(&inode)?;
+            let checked;
+            let attr = match caller {
+                Some(creds) => {
+                    checked = self.check_setattr(creds, &inode, attr)?;
+                    &checked
+                }
+                None => attr,
+            };
             let kill = attr.kill_privileges && inode.kind != FileKind::Directory;
             let mode = match attr.mode {
                 Some(perm) if kill => Some(without_privileges(perm)),
@@ -356,9 +378,21 @@ impl Fs {
     /// (see `flags`); the caller checks who may change immutable and
     /// append-only (CAP_LINUX_IMMUTABLE). Returns the inode afterwards.
     pub fn set_flags(&self, ino: u32, requested: u32) -> Result<InodeInfo> {
+        self.set_flags_for(ino, requested, None)
+    }
+
+    pub(super) fn set_flags_for(
+        &self,
+        ino: u32,
+        requested: u32,
+        caller: Option<&Credentials>,
+    ) -> Result<InodeInfo> {
         self.mutate(|ctx| {
             let _inode = self.locks().inode(ino, Mode::Exclusive);
             let inode = self.caller_inode(ctx, ino)?;
+            if let Some(creds) = caller {
+                super::perm::check_set_flags(creds, &inode, requested)?;
+            }
             let has_compression = self.superblock().has_feature(feature::COMPRESSION);
             let stored = flags::flags_to_store(&inode, requested, has_compression)?;
             let options = self.compress_options();

@@ -47,12 +47,14 @@ mod info;
 mod locks;
 mod namei;
 mod open;
+mod perm;
 mod read;
 mod sync;
 mod xattr;
 
 pub use file::{SetAttr, TimeSet};
 pub use namei::RenameFlags;
+pub use perm::{AsUser, OPEN_FOR_EXEC};
 
 use crate::checkpoint::CheckpointState;
 use crate::data::DataPolicy;

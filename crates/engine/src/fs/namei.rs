@@ -12,6 +12,7 @@ use crate::error::{Error, Result};
 use crate::flags::{deny_if_immutable, deny_if_locked};
 use crate::inline;
 use crate::inode::{create_inode, now, set_ctime, Ctx, FileKind, InodeInfo, NewInode, Timestamp};
+use crate::perm::{Access, Credentials};
 use crate::xattr::{self, SetMode};
 use f2fuse_layout::*;
 
@@ -53,9 +54,13 @@ fn existing_entry(ctx: &Ctx, dir: &InodeInfo, name: &[u8]) -> Result<FoundEntry>
 }
 
 impl Fs {
+    /// Creates the inode `spec` describes and its entry, `fill` adding
+    /// what it holds; `caller` (if any) needs search permission on the
+    /// parent, and write permission once the name is known to be free.
     fn new_entry(
         &self,
         spec: NewInode,
+        caller: Option<&Credentials>,
         fill: impl FnOnce(&Ctx, u32) -> Result<()>,
     ) -> Result<InodeInfo> {
         let NewInode {
@@ -71,6 +76,7 @@ impl Fs {
             locks.relock_dirs(&[parent]);
             locks.lock_inodes(&[parent]);
             let dir = self.caller_dir(ctx, parent)?;
+            self.permission(caller, &dir, Access::EXEC)?;
             if dir.links == 0 {
                 return Err(Error::errno(libc::ENOENT, "directory was removed"));
             }
@@ -78,6 +84,7 @@ impl Fs {
             if dir::find_entry(ctx, &dir, name)?.is_some() {
                 return Err(Error::errno(libc::EEXIST, String::from_utf8_lossy(name)));
             }
+            self.may_create(caller, &dir)?;
             deny_if_immutable(&dir, "adding a name")?;
             let kind = FileKind::from_mode(spec_mode)
                 .ok_or_else(|| Error::errno(libc::EINVAL, "bad file type"))?;
@@ -166,17 +173,8 @@ impl Fs {
         uid: u32,
         gid: u32,
     ) -> Result<InodeInfo> {
-        let spec = NewInode {
-            parent,
-            name,
-            mode: mode::S_IFREG | (perm & 0o7777),
-            uid,
-            gid,
-            rdev: (0, 0),
-        };
-        self.new_entry(spec, |ctx, ino| {
-            self.give_new_inode_compression(ctx, parent, name, ino)
-        })
+        let mode = mode::S_IFREG | (perm & 0o7777);
+        self.new_plain_entry(parent, name, mode, (uid, gid), None)
     }
 
     pub fn mkdir(
@@ -187,15 +185,29 @@ impl Fs {
         uid: u32,
         gid: u32,
     ) -> Result<InodeInfo> {
+        let mode = mode::S_IFDIR | (perm & 0o7777);
+        self.new_plain_entry(parent, name, mode, (uid, gid), None)
+    }
+
+    /// A new inode of `mode` with nothing to fill in (no device, no
+    /// target), compressed as its name or directory asks.
+    pub(super) fn new_plain_entry(
+        &self,
+        parent: u32,
+        name: &[u8],
+        mode: u16,
+        (uid, gid): (u32, u32),
+        caller: Option<&Credentials>,
+    ) -> Result<InodeInfo> {
         let spec = NewInode {
             parent,
             name,
-            mode: mode::S_IFDIR | (perm & 0o7777),
+            mode,
             uid,
             gid,
             rdev: (0, 0),
         };
-        self.new_entry(spec, |ctx, ino| {
+        self.new_entry(spec, caller, |ctx, ino| {
             self.give_new_inode_compression(ctx, parent, name, ino)
         })
     }
@@ -209,6 +221,18 @@ impl Fs {
         rdev: (u32, u32),
         uid: u32,
         gid: u32,
+    ) -> Result<InodeInfo> {
+        self.make_node(parent, name, mode, rdev, (uid, gid), None)
+    }
+
+    pub(super) fn make_node(
+        &self,
+        parent: u32,
+        name: &[u8],
+        mode: u16,
+        rdev: (u32, u32),
+        (uid, gid): (u32, u32),
+        caller: Option<&Credentials>,
     ) -> Result<InodeInfo> {
         // As mknod(2): no type bits make a regular file; a directory is EPERM.
         let mode = if mode & mode::S_IFMT == 0 {
@@ -228,6 +252,7 @@ impl Fs {
                     gid,
                     rdev,
                 },
+                caller,
                 |_, _| Ok(()),
             ),
         }
@@ -240,6 +265,17 @@ impl Fs {
         target: &[u8],
         uid: u32,
         gid: u32,
+    ) -> Result<InodeInfo> {
+        self.make_symlink(parent, name, target, (uid, gid), None)
+    }
+
+    pub(super) fn make_symlink(
+        &self,
+        parent: u32,
+        name: &[u8],
+        target: &[u8],
+        (uid, gid): (u32, u32),
+        caller: Option<&Credentials>,
     ) -> Result<InodeInfo> {
         if target.is_empty() || target.len() > F2FS_MAX_SYMLINK_LEN {
             return Err(Error::errno(
@@ -260,6 +296,7 @@ impl Fs {
                 gid,
                 rdev: (0, 0),
             },
+            caller,
             // One block at most: written whole or not at all.
             |ctx, ino| data::write_data(ctx, ino, 0, target, DataPolicy::default()).map(|_| ()),
         )
@@ -267,12 +304,23 @@ impl Fs {
 
     /// Adds a hard link `new_parent/new_name` to `ino`.
     pub fn link(&self, ino: u32, new_parent: u32, new_name: &[u8]) -> Result<InodeInfo> {
+        self.link_for(ino, new_parent, new_name, None)
+    }
+
+    pub(super) fn link_for(
+        &self,
+        ino: u32,
+        new_parent: u32,
+        new_name: &[u8],
+        caller: Option<&Credentials>,
+    ) -> Result<InodeInfo> {
         self.mutate(|ctx| {
             let mut locks = self.locks().namespace();
             locks.relock_dirs(&[new_parent]);
             locks.lock_inodes(&[new_parent, ino]);
             // Linux's order: the new parent, the new name, then the source.
             let dir = self.caller_dir(ctx, new_parent)?;
+            self.permission(caller, &dir, Access::EXEC)?;
             check_name(new_name)?;
             if dir::find_entry(ctx, &dir, new_name)?.is_some() {
                 return Err(Error::errno(
@@ -280,6 +328,7 @@ impl Fs {
                     String::from_utf8_lossy(new_name),
                 ));
             }
+            self.may_create(caller, &dir)?;
             deny_if_immutable(&dir, "adding a name")?;
             let inode = self.caller_inode(ctx, ino)?;
             deny_if_locked(&inode, "linking to it")?;
@@ -311,24 +360,41 @@ impl Fs {
     }
 
     pub fn unlink(&self, parent: u32, name: &[u8]) -> Result<()> {
-        self.remove_entry(parent, name, false)
+        self.remove_entry(parent, name, false, None)
     }
 
     pub fn rmdir(&self, parent: u32, name: &[u8]) -> Result<()> {
+        self.remove_dir(parent, name, None)
+    }
+
+    pub(super) fn remove_dir(
+        &self,
+        parent: u32,
+        name: &[u8],
+        caller: Option<&Credentials>,
+    ) -> Result<()> {
         if name == b"." {
             return Err(Error::errno(libc::EINVAL, "rmdir of \".\""));
         }
         if name == b".." {
             return Err(Error::errno(libc::ENOTEMPTY, "rmdir of \"..\""));
         }
-        self.remove_entry(parent, name, true)
+        self.remove_entry(parent, name, true, caller)
     }
 
-    fn remove_entry(&self, parent: u32, name: &[u8], want_dir: bool) -> Result<()> {
+    pub(super) fn remove_entry(
+        &self,
+        parent: u32,
+        name: &[u8],
+        want_dir: bool,
+        caller: Option<&Credentials>,
+    ) -> Result<()> {
         self.mutate(|ctx| {
             // A directory to remove is locked too: no entry may appear in it.
             let (mut locks, found) = self.lock_dirs_for(&[parent], || {
-                let found = existing_entry(ctx, &self.caller_dir(ctx, parent)?, name)?;
+                let dir = self.caller_dir(ctx, parent)?;
+                self.permission(caller, &dir, Access::EXEC)?;
+                let found = existing_entry(ctx, &dir, name)?;
                 let also =
                     (want_dir && found.info.kind == FileKind::Directory).then_some(found.info.ino);
                 Ok((found, also.into_iter().collect()))
@@ -336,6 +402,7 @@ impl Fs {
             locks.lock_inodes(&[parent, found.info.ino]);
             let dir = ctx.inode(parent)?;
             let target = ctx.inode(found.info.ino)?;
+            self.may_delete(caller, &dir, &target)?;
             deny_if_locked(&dir, "removing a name")?;
             deny_if_locked(&target, "removing it")?;
             match (want_dir, target.kind == FileKind::Directory) {
@@ -388,6 +455,18 @@ impl Fs {
         new_name: &[u8],
         flags: RenameFlags,
     ) -> Result<()> {
+        self.rename_for(parent, name, new_parent, new_name, flags, None)
+    }
+
+    pub(super) fn rename_for(
+        &self,
+        parent: u32,
+        name: &[u8],
+        new_parent: u32,
+        new_name: &[u8],
+        flags: RenameFlags,
+        caller: Option<&Credentials>,
+    ) -> Result<()> {
         if flags.noreplace && flags.exchange {
             return Err(Error::errno(
                 libc::EINVAL,
@@ -402,6 +481,8 @@ impl Fs {
             let (mut locks, (old, existing)) = self.lock_dirs_for(&[parent, new_parent], || {
                 let old_dir = self.caller_dir(ctx, parent)?;
                 let new_dir = self.caller_dir(ctx, new_parent)?;
+                self.permission(caller, &old_dir, Access::EXEC)?;
+                self.permission(caller, &new_dir, Access::EXEC)?;
                 let old = existing_entry(ctx, &old_dir, name)?;
                 check_name(new_name)?;
                 let existing = dir::find_entry(ctx, &new_dir, new_name)?;
@@ -437,13 +518,34 @@ impl Fs {
                 ));
             }
             // Linux's may_delete of the old name, then may_delete of the
-            // replaced name or may_create of the new one.
+            // replaced name or may_create of the new one; a directory
+            // moving to another parent (or exchanged there) needs write
+            // permission on itself, as its ".." changes.
+            let replaced = match &existing {
+                Some(e) => Some(ctx.inode(e.info.ino)?),
+                None => None,
+            };
+            self.may_delete(caller, &old_dir, &moving)?;
+            match &replaced {
+                Some(victim) => self.may_delete(caller, &new_dir, victim)?,
+                None => self.may_create(caller, &new_dir)?,
+            }
+            if parent != new_parent {
+                if moving_dir {
+                    self.permission(caller, &moving, Access::WRITE)?;
+                }
+                if let Some(victim) = replaced.as_ref().filter(|_| flags.exchange) {
+                    if victim.kind == FileKind::Directory {
+                        self.permission(caller, victim, Access::WRITE)?;
+                    }
+                }
+            }
             deny_if_locked(&old_dir, "removing a name")?;
             deny_if_locked(&moving, "renaming it")?;
-            match &existing {
-                Some(e) => {
+            match &replaced {
+                Some(victim) => {
                     deny_if_locked(&new_dir, "replacing a name")?;
-                    deny_if_locked(&ctx.inode(e.info.ino)?, "replacing it")?;
+                    deny_if_locked(victim, "replacing it")?;
                 }
                 None => deny_if_immutable(&new_dir, "adding a name")?,
             }
