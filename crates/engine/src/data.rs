@@ -1225,54 +1225,81 @@ fn count_holes(ctx: &Ctx, inode: &InodeInfo, first: u64, end: u64) -> Result<u64
     Ok(holes)
 }
 
-/// Makes block `index` a NEW_ADDR reservation, freeing the data it held.
-/// Returns 1 if it was a hole (i_blocks grows), else 0.
-fn reserve_block(ctx: &Ctx, inode: &InodeInfo, index: u64) -> Result<u64> {
-    let slot = addr_slot(ctx, inode, index, true)?.expect("created");
-    let added = match get_addr(ctx, inode, &slot)? {
-        NEW_ADDR => return Ok(0),
-        NULL_ADDR => {
-            ctx.space.lock().reserve_blocks(1)?;
-            1
+/// Makes blocks `[first, end)` NEW_ADDR reservations: only the holes
+/// (`holes_only`, fallocate's preallocation) or every block, freeing the
+/// data it held. Each node is walked to once and changed in one guarded
+/// step, its holes' space reserved before; i_blocks grows by the holes,
+/// also when a later node fails.
+fn reserve_blocks_in(
+    ctx: &Ctx,
+    inode: &InodeInfo,
+    first: u64,
+    end: u64,
+    holes_only: bool,
+) -> Result<()> {
+    let mut added = 0u64;
+    let walked = (|| {
+        let mut index = first;
+        while index < end {
+            let count = slots_left_in_node(inode, index).min(end - index) as usize;
+            let slot = addr_slot(ctx, inode, index, true)?.expect("created");
+            added += ctx
+                .nm
+                .try_update_node(slot.nid, slot_expect(inode, &slot), |block| {
+                    let bytes = (0..count).map(|k| slot.byte + 4 * k);
+                    let holes = bytes
+                        .clone()
+                        .filter(|&byte| read_u32(block, byte) == NULL_ADDR)
+                        .count() as u64;
+                    let mut space = ctx.space.lock();
+                    space.reserve_blocks(holes)?;
+                    for byte in bytes {
+                        match read_u32(block, byte) {
+                            NEW_ADDR => continue,
+                            NULL_ADDR => {}
+                            _ if holes_only => continue,
+                            old => space.invalidate(old)?,
+                        }
+                        write_u32(block, byte, NEW_ADDR);
+                    }
+                    Ok(holes)
+                })?;
+            index += count as u64;
         }
-        old => {
-            ctx.space.lock().invalidate(old)?;
-            0
-        }
-    };
-    set_addr(ctx, inode, &slot, NEW_ADDR)?;
-    Ok(added)
+        Ok(())
+    })();
+    if added > 0 {
+        ctx.update_inode(inode.ino, |raw| {
+            raw.i_blocks.set(raw.i_blocks.get() + added)
+        })?;
+    }
+    walked
 }
 
-/// Applies `change` to each block of `[first, end)` with its current
-/// address and slot (`None` under a missing node; such nodes are walked in
-/// one step when `skip_holes`), then corrects i_blocks by the sum of what
-/// it returned, also when it failed partway.
+/// Applies `change` to each block of `[first, end)` that has a slot, with
+/// its current address (missing nodes are skipped in one step), then
+/// corrects i_blocks by the sum of what it returned, also when it failed
+/// partway.
 fn for_each_block(
     ctx: &Ctx,
     inode: &InodeInfo,
     first: u64,
     end: u64,
-    skip_holes: bool,
-    mut change: impl FnMut(u64, u32, Option<AddrSlot>) -> Result<i64>,
+    mut change: impl FnMut(u32, AddrSlot) -> Result<i64>,
 ) -> Result<()> {
     let mut delta = 0i64;
     let walked = (|| {
         let mut index = first;
         while index < end {
-            let slot = addr_slot(ctx, inode, index, false)?;
-            let addr = match &slot {
-                Some(slot) => get_addr(ctx, inode, slot)?,
-                None if skip_holes => {
-                    // The caller's inode may predate changes made meanwhile.
-                    let current = ctx.inode(inode.ino)?;
-                    let (_, run) = BlockMapper::new(ctx.nm, &current).map_run(index)?;
-                    index += run.max(1);
-                    continue;
-                }
-                None => NULL_ADDR,
+            let Some(slot) = addr_slot(ctx, inode, index, false)? else {
+                // The caller's inode may predate changes made meanwhile.
+                let current = ctx.inode(inode.ino)?;
+                let (_, run) = BlockMapper::new(ctx.nm, &current).map_run(index)?;
+                index += run.max(1);
+                continue;
             };
-            delta += change(index, addr, slot)?;
+            let addr = get_addr(ctx, inode, &slot)?;
+            delta += change(addr, slot)?;
             index += 1;
         }
         Ok(())
@@ -1292,9 +1319,7 @@ fn for_each_block(
 
 /// Makes every block of `[first, end)` a reservation.
 fn reserve_range(ctx: &Ctx, inode: &InodeInfo, first: u64, end: u64) -> Result<()> {
-    for_each_block(ctx, inode, first, end, false, |index, _, _| {
-        reserve_block(ctx, inode, index).map(|n| n as i64)
-    })
+    reserve_blocks_in(ctx, inode, first, end, false)
 }
 
 /// Reserves every hole of blocks `[first, end)`. Like f2fs, blocks that
@@ -1309,13 +1334,7 @@ fn preallocate(ctx: &Ctx, inode: &InodeInfo, first: u64, end: u64) -> Result<()>
             format!("inode {}: preallocating {holes} blocks", inode.ino),
         ));
     }
-    for_each_block(ctx, inode, first, end, false, |index, addr, _| {
-        if addr == NULL_ADDR {
-            reserve_block(ctx, inode, index).map(|n| n as i64)
-        } else {
-            Ok(0)
-        }
-    })
+    reserve_blocks_in(ctx, inode, first, end, true)
 }
 
 /// Zeroes bytes `[from, to)` of block `index` in place of its data;
@@ -1369,10 +1388,10 @@ fn punch_range(ctx: &Ctx, inode: &InodeInfo, start: u64, end: u64) -> Result<()>
 
 /// Frees blocks `[first, end)` (data and reservations), leaving holes.
 fn free_blocks(ctx: &Ctx, inode: &InodeInfo, first: u64, end: u64) -> Result<()> {
-    for_each_block(ctx, inode, first, end, true, |_, addr, slot| {
-        let Some(slot) = slot.filter(|_| addr != NULL_ADDR) else {
+    for_each_block(ctx, inode, first, end, |addr, slot| {
+        if addr == NULL_ADDR {
             return Ok(0);
-        };
+        }
         set_addr(ctx, inode, &slot, NULL_ADDR)?;
         Ok(-(free_addr(ctx, inode, addr)? as i64))
     })

@@ -559,22 +559,17 @@ macro_rules! ino_or_reply {
 
 impl Filesystem for F2fsFuse {
     fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> io::Result<()> {
-        let _ = config.set_max_write(MAX_WRITE);
-        let _ = config.set_max_background(64);
-        let mut want = InitFlags::FUSE_DO_READDIRPLUS
+        let mut want = crate::request_io_options(config, self.cfg.writeback_cache)
+            | InitFlags::FUSE_DO_READDIRPLUS
             | InitFlags::FUSE_READDIRPLUS_AUTO
             | InitFlags::FUSE_PARALLEL_DIROPS
             | InitFlags::FUSE_CACHE_SYMLINKS
-            | InitFlags::FUSE_ASYNC_DIO
             // Shared mmap of files opened in low-space (direct I/O) mode.
             | InitFlags::FUSE_DIRECT_IO_ALLOW_MMAP
             // We drop set-user-ID, set-group-ID and capabilities on write,
             // truncate and chown ourselves; in return the kernel stops asking
             // for security.capability before every write (SB_NOSEC).
             | InitFlags::FUSE_HANDLE_KILLPRIV_V2;
-        if self.cfg.writeback_cache {
-            want |= InitFlags::FUSE_WRITEBACK_CACHE;
-        }
         // With ACLs the daemon keeps mode and ACLs in step, makes new
         // inodes inherit default ACLs and applies the umask where none is
         // inherited. The kernel checks permissions against them with

@@ -40,7 +40,16 @@ pub struct MountConfig {
     /// `compress_log_size=4`, `compress_extension=txt`, ...), for files
     /// that get compression on an image with the feature.
     pub compress: CompressOptions,
+    /// The kernel's readahead window for this mount (KiB): sequential
+    /// reads reach the daemon as requests of up to this size (at most the
+    /// largest FUSE request, 1 MiB, each).
+    pub read_ahead_kb: u32,
 }
+
+/// Default readahead window (KiB): large enough that a sequential reader
+/// keeps several 1 MiB requests in flight (docs/PERFORMANCE.md, W4 reads
+/// with 128, 1024 and 4096 KiB).
+pub const DEFAULT_READ_AHEAD_KB: u32 = 4096;
 
 impl Default for MountConfig {
     fn default() -> Self {
@@ -55,16 +64,21 @@ impl Default for MountConfig {
             kernel_flags: Vec::new(),
             fsname: None,
             compress: CompressOptions::default(),
+            read_ahead_kb: DEFAULT_READ_AHEAD_KB,
         }
     }
 }
 
+/// Largest readahead window accepted (KiB): 1 GiB.
+const MAX_READ_AHEAD_KB: u32 = 1 << 20;
+
 /// The options `-o` accepts, for error messages and `--help`.
 pub const OPTIONS_HELP: &str = "ro, rw, allow_other, default_permissions, threads=N, \
-     writeback_cache, no_writeback_cache, ttl=SECS, fsname=NAME, the kernel flags dev, nodev, \
-     suid, nosuid, exec, noexec, atime, noatime, sync, async, dirsync, and the f2fs tunables as \
+     writeback_cache, no_writeback_cache, ttl=SECS, fsname=NAME, read_ahead_kb=KIB, the kernel \
+     flags dev, nodev, suid, nosuid, exec, noexec, atime, noatime, sync, async, dirsync, and the f2fs tunables as \
      NAME=VALUE (max_victim_search, gc_idle, gc_urgent, gc_urgent_sleep_time, gc_min_sleep_time, \
-     gc_max_sleep_time, gc_no_gc_sleep_time, cp_interval, reclaim_segments, dir_level; \
+     gc_max_sleep_time, gc_no_gc_sleep_time, cp_interval, reclaim_segments, min_ssr_sections, \
+     dir_level, serialized_dio_pages, max_folio_order; \
      see `f2fuse tune`), and the compression options compress_algorithm=lzo|lz4[:LEVEL]|\
      zstd[:LEVEL]|lzo-rle, compress_log_size=2..8, compress_extension=EXT, \
      nocompress_extension=EXT (each may be repeated), compress_chksum";
@@ -109,6 +123,15 @@ impl MountConfig {
                     .ok_or_else(|| format!("option threads={v}: expected 1 to 256"))?;
             }
             ("ttl", Some(v)) => self.ttl = seconds(name, v)?,
+            ("read_ahead_kb", Some(v)) => {
+                self.read_ahead_kb = v
+                    .parse()
+                    .ok()
+                    .filter(|kb| *kb <= MAX_READ_AHEAD_KB)
+                    .ok_or_else(|| {
+                        format!("option read_ahead_kb={v}: expected 0 to {MAX_READ_AHEAD_KB}")
+                    })?;
+            }
             (name, Some(v)) if tunables::lookup(name).is_ok() => {
                 let value = tunables::parse_value(name, v).map_err(|e| format!("option {e}"))?;
                 self.tunables.retain(|(n, _)| n != name);

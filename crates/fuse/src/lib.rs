@@ -14,12 +14,12 @@ pub mod control;
 mod convert;
 mod ioctl;
 
-pub use adapter::{AdapterConfig, F2fsFuse, Shared};
+pub use adapter::{AdapterConfig, F2fsFuse, Shared, MAX_WRITE};
 pub use config::{MountConfig, OPTIONS_HELP};
 use control::ControlServer;
 
 use f2fuse_engine::{Fs, OpenOptions};
-use fuser::{MountOption, Session, SessionACL, SessionUnmounter};
+use fuser::{InitFlags, KernelConfig, MountOption, Session, SessionACL, SessionUnmounter};
 use parking_lot::{Condvar, Mutex};
 use std::ffi::CString;
 use std::fs::File;
@@ -295,6 +295,45 @@ fn lazy_unmount(mountpoint: &Path) {
     log(&format!("cannot unmount {}", mountpoint.display()));
 }
 
+/// The I/O part of FUSE init, shared with the null file system the
+/// benchmarks measure as the limit: requests of up to [`MAX_WRITE`]
+/// bytes, 64 background requests, asynchronous direct I/O, and the
+/// write-back cache when `writeback_cache`. Returns the init flags to ask
+/// for (the caller intersects them with what the kernel offers).
+pub fn request_io_options(config: &mut KernelConfig, writeback_cache: bool) -> InitFlags {
+    let _ = config.set_max_write(MAX_WRITE);
+    let _ = config.set_max_background(64);
+    let mut want = InitFlags::FUSE_ASYNC_DIO;
+    if writeback_cache {
+        want |= InitFlags::FUSE_WRITEBACK_CACHE;
+    }
+    want
+}
+
+/// Sets the readahead window of the FUSE mount at `mountpoint` (see
+/// [`set_read_ahead`]); for the benchmarks' null file system.
+pub fn set_read_ahead_of(mountpoint: &Path, kb: u32) {
+    if let Some(conn) = connection_of(mountpoint) {
+        set_read_ahead(conn, kb);
+    }
+}
+
+/// Sets the readahead window of connection `conn` (its backing device
+/// info, named after the mount's device number). FUSE's init only lets a
+/// daemon shrink the kernel's 128 KiB default; sysfs can grow it, as root.
+fn set_read_ahead(conn: u64, kb: u32) {
+    let bdi = format!(
+        "/sys/class/bdi/{}:{}/read_ahead_kb",
+        conn >> 20,
+        conn & 0xfffff
+    );
+    if let Err(e) = std::fs::write(&bdi, kb.to_string()) {
+        log(&format!(
+            "readahead window left at the kernel's: {bdi}: {e}"
+        ));
+    }
+}
+
 /// Ends the FUSE connection `conn` through fusectl, if it is mounted.
 fn abort_connection(conn: u64) -> bool {
     std::fs::write(format!("/sys/fs/fuse/connections/{conn}/abort"), b"1").is_ok()
@@ -446,6 +485,9 @@ fn serve_blocked(
     shared.set_notifier(session.notifier());
     let mountpoint: PathBuf = mountpoint.to_path_buf();
     let conn = connection_of(&mountpoint);
+    if let Some(conn) = conn {
+        set_read_ahead(conn, cfg.read_ahead_kb);
+    }
     let unmounter = session.unmount_callable();
     let done = Arc::new(AtomicBool::new(false));
     let signals = {
