@@ -502,13 +502,15 @@ pub fn write_blocks(
     data: &[u8],
     log: CursegType,
 ) -> Result<u64> {
-    write_blocks_upto(ctx, inode, first, data, log, DataPolicy::default()).map_err(|(_, e)| e)
+    write_blocks_upto(ctx, inode, first, data, log, DataPolicy::default(), &|| ())
+        .map_err(|(_, e)| e)
 }
 
 /// [`write_blocks`], but a failure also says how many leading blocks were
 /// written: those are fully in place (data on disk, counted in i_blocks),
 /// the others untouched. `policy` says how many blocks one allocation
-/// step takes (all of a serialized write: one contiguous run).
+/// step takes (all of a serialized write: one contiguous run);
+/// `allocated` is called once every block has its address.
 ///
 /// Blocks are allocated first, their data written, and only then do the
 /// nodes point at them (one guarded change per node), so a concurrent
@@ -521,19 +523,21 @@ pub fn write_blocks_upto(
     data: &[u8],
     log: CursegType,
     policy: DataPolicy,
+    allocated: &dyn Fn(),
 ) -> std::result::Result<u64, (usize, Error)> {
     debug_assert!(data.len().is_multiple_of(F2FS_BLKSIZE));
     let count = data.len() / F2FS_BLKSIZE;
     let mut placed: Vec<PlacedBlock> = Vec::with_capacity(count);
-    let allocated = map_slots(ctx, inode, first, count).and_then(|slots| {
+    let placing = map_slots(ctx, inode, first, count).and_then(|slots| {
         slots
             .chunks(policy.allocation_step(count))
             .try_for_each(|step| place_blocks(ctx, step, log, &mut placed))
     });
+    allocated();
     let done = placed.len();
     let written = write_placed(ctx, inode, &placed, data);
     let published = written.and_then(|()| publish_placed(ctx, inode, &placed));
-    match (allocated, published) {
+    match (placing, published) {
         (Ok(()), Ok(filled)) => Ok(filled),
         (Err(e), _) | (_, Err(e)) => Err((done, e)),
     }
@@ -726,6 +730,7 @@ pub fn write_data(
     offset: u64,
     data: &[u8],
     policy: DataPolicy,
+    allocated: &dyn Fn(),
 ) -> Result<usize> {
     let mut inode = ctx.inode(ino)?;
     check_readable(&inode)?;
@@ -780,7 +785,15 @@ pub fn write_data(
         merged = buf;
         &merged
     };
-    match write_blocks_upto(ctx, &inode, first, blocks, data_log(&inode), policy) {
+    match write_blocks_upto(
+        ctx,
+        &inode,
+        first,
+        blocks,
+        data_log(&inode),
+        policy,
+        allocated,
+    ) {
         Ok(_) => {
             finish_write(ctx, ino, end)?;
             Ok(data.len())

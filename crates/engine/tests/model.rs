@@ -251,6 +251,13 @@ enum Op {
     },
     Checkpoint,
     Reopen,
+    /// Changes how the data path groups blocks (`max_folio_order`,
+    /// `serialized_dio_pages`): no effect on any result, so reads at every
+    /// order must return what the model holds (the extent cache included).
+    Tune {
+        folio_order: u8,
+        serialized_dio_pages: u16,
+    },
     /// Creates files in the root and writes `chunk_kib` KiB pieces until ENOSPC.
     Fill {
         chunk_kib: u16,
@@ -518,6 +525,12 @@ fn op_s() -> impl Strategy<Value = Op> {
             .prop_map(|(dir, count, seed)| Op::Populate { dir, count, seed }),
         2 => Just(Op::Checkpoint),
         2 => Just(Op::Reopen),
+        1 => (0u8..=9, prop_oneof![Just(0u16), Just(1), Just(64), any::<u16>()]).prop_map(
+            |(folio_order, serialized_dio_pages)| Op::Tune {
+                folio_order,
+                serialized_dio_pages
+            }
+        ),
         2 => any_s().prop_map(|file| Op::Open { file }),
         2 => any::<u8>().prop_map(|handle| Op::Close { handle }),
         1 => (any::<u8>(), dir_s(), name_s())
@@ -1861,6 +1874,18 @@ impl Harness {
             Op::Reopen => {
                 self.reopen()?;
                 self.compare(self.fs(), true)?;
+            }
+            Op::Tune {
+                folio_order,
+                serialized_dio_pages,
+            } => {
+                let fs = self.fs();
+                let got = fs
+                    .set_tunable("max_folio_order", folio_order as u64)
+                    .and_then(|()| {
+                        fs.set_tunable("serialized_dio_pages", serialized_dio_pages as u64)
+                    });
+                self.check("tune", got, Ok(()), false)?;
             }
             Op::Fill { chunk_kib } => self.fill(chunk_kib as usize * 1024)?,
             Op::DeleteFill { every } => {

@@ -520,10 +520,11 @@ pub fn write_data(
     offset: u64,
     data: &[u8],
     policy: DataPolicy,
+    allocated: &dyn Fn(),
 ) -> Result<usize> {
     let inode = ctx.inode(ino)?;
     let Some(compression) = &inode.compression else {
-        return crate::data::write_data(ctx, ino, offset, data, policy);
+        return crate::data::write_data(ctx, ino, offset, data, policy, allocated);
     };
     if compression.released {
         return Err(Error::errno(

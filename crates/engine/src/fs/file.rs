@@ -2,7 +2,7 @@
 //! Data changes hold the blocks they touch (range locks) and the inode
 //! lock shared; attribute changes hold the inode lock exclusively.
 
-use super::locks::{Mode, WHOLE_FILE};
+use super::locks::{Mode, RangeGuard, WHOLE_FILE};
 use super::{Fs, FsCounter};
 use crate::acl::AclKind;
 use crate::data::{self, FallocMode, SeekTarget};
@@ -124,6 +124,8 @@ const WRITE_STEP: usize = 1 << 20;
 struct Step {
     offset: u64,
     holds_block_zero: bool,
+    /// The request's last step.
+    last: bool,
 }
 
 impl Fs {
@@ -132,15 +134,22 @@ impl Fs {
     /// block 0): `change`, told whether block 0 is held, answers None when
     /// it finds the file inline without it, before changing anything, and
     /// runs again holding it. So the common case reads the inode once.
+    /// An `ordered` write waits (bounded) for an ordered write of the
+    /// blocks just before to finish (`Locks::ordered_write_range`).
     fn with_blocks<R>(
         &self,
         ino: u32,
         mut blocks: Range<u64>,
-        mut change: impl FnMut(bool) -> Result<Option<R>>,
+        ordered: bool,
+        mut change: impl FnMut(&RangeGuard, bool) -> Result<Option<R>>,
     ) -> Result<R> {
         loop {
-            let _range = self.locks().range(ino, blocks.clone(), Mode::Exclusive);
-            if let Some(done) = change(blocks.start == 0)? {
+            let range = if ordered {
+                self.locks().ordered_write_range(ino, blocks.clone())
+            } else {
+                self.locks().range(ino, blocks.clone(), Mode::Exclusive)
+            };
+            if let Some(done) = change(&range, blocks.start == 0)? {
                 return Ok(done);
             }
             blocks.start = 0;
@@ -155,17 +164,22 @@ impl Fs {
     pub fn write(&self, ino: u32, offset: u64, buf: &[u8]) -> Result<usize> {
         self.healthy_writer()?;
         let blocks = self.whole_clusters(ino, blocks_of(offset, buf.len() as u64));
-        let done = self.with_blocks(ino, blocks, |holds_block_zero| {
+        // Serialized writes also allocate in file order (per file).
+        let serialize_from = self.data_policy.load().serialize_from;
+        let ordered = serialize_from != 0 && blocks.end - blocks.start >= serialize_from;
+        let done = self.with_blocks(ino, blocks, ordered, |range, holds_block_zero| {
             let mut generation = None;
             let mut done = 0;
-            for chunk in buf.chunks(WRITE_STEP) {
+            let steps = buf.len().div_ceil(WRITE_STEP);
+            for (i, chunk) in buf.chunks(WRITE_STEP).enumerate() {
                 let step = Step {
                     offset: offset + done as u64,
                     holds_block_zero,
+                    last: i + 1 == steps,
                 };
                 // A short step ends the write; so does an error once some
                 // bytes are written (a short write: the caller sees the error next).
-                match self.write_step(ino, step, chunk, &mut generation) {
+                match self.write_step(ino, step, chunk, range, &mut generation) {
                     Ok(None) => return Ok(None),
                     Ok(Some(n)) => {
                         done += n;
@@ -181,8 +195,9 @@ impl Fs {
                 let step = Step {
                     offset,
                     holds_block_zero,
+                    last: true,
                 };
-                return self.write_step(ino, step, buf, &mut generation);
+                return self.write_step(ino, step, buf, range, &mut generation);
             }
             Ok(Some(done))
         })?;
@@ -194,14 +209,22 @@ impl Fs {
     /// One step of `write` (None: the file is inline and block 0 is not
     /// held; nothing was written); `generation` makes later steps fail with
     /// ESTALE if the inode was freed and its number reused meanwhile.
+    /// The last step tells ordered writes after this one when its blocks
+    /// are allocated (also when it fails).
     fn write_step(
         &self,
         ino: u32,
         step: Step,
         buf: &[u8],
+        range: &RangeGuard,
         generation: &mut Option<u32>,
     ) -> Result<Option<usize>> {
-        self.mutate(|ctx| {
+        let allocated = || {
+            if step.last {
+                range.allocated();
+            }
+        };
+        let written = self.mutate(|ctx| {
             let _inode = self.locks().inode(ino, Mode::Shared);
             let inode = self.caller_inode(ctx, ino)?;
             if !step.holds_block_zero && inline::has_inline_data(&inode) {
@@ -219,9 +242,11 @@ impl Fs {
             if flags::is_append_only(&inode) && step.offset < inode.size {
                 self.check_unchanged(&inode, step.offset, buf)?;
             }
-            crate::compress::write_data(ctx, ino, step.offset, buf, self.data_policy.load())
-                .map(Some)
-        })
+            let policy = self.data_policy.load();
+            crate::compress::write_data(ctx, ino, step.offset, buf, policy, &allocated).map(Some)
+        });
+        allocated();
+        written
     }
 
     /// EPERM unless writing `buf` at `offset` leaves the bytes an
@@ -261,7 +286,7 @@ impl Fs {
         } else {
             (blocks_of(offset, len), Mode::Shared)
         };
-        self.with_blocks(ino, blocks, |holds_block_zero| {
+        self.with_blocks(ino, blocks, false, |_, holds_block_zero| {
             self.mutate(|ctx| {
                 let _inode = self.locks().inode(ino, inode_mode);
                 let inode = self.caller_inode(ctx, ino)?;

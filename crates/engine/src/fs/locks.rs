@@ -28,6 +28,7 @@ use parking_lot::{Condvar, Mutex, MutexGuard, RawMutex, RawRwLock};
 use std::collections::HashMap;
 use std::ops::Range;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 /// Shared or exclusive.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -106,9 +107,23 @@ impl Locks {
 
     /// Blocks `blocks` of file `ino` (`WHOLE_FILE` for all).
     pub fn range(&self, ino: u32, blocks: Range<u64>, mode: Mode) -> RangeGuard<'_> {
+        self.range_in(ino, blocks, mode, false)
+    }
+
+    /// Blocks `blocks` of file `ino` held exclusively by a large write that
+    /// should be allocated right after the one just before it in the file:
+    /// if such an ordered write holds the blocks ending where these start
+    /// and has not allocated yet, this waits (at most [`ORDER_WAIT`]) until
+    /// it has ([`RangeGuard::allocated`]), so a file written in concurrent
+    /// chunks (FUSE write-back, split direct I/O) lands in file order.
+    pub fn ordered_write_range(&self, ino: u32, blocks: Range<u64>) -> RangeGuard<'_> {
+        self.range_in(ino, blocks, Mode::Exclusive, true)
+    }
+
+    fn range_in(&self, ino: u32, blocks: Range<u64>, mode: Mode, ordered: bool) -> RangeGuard<'_> {
         let order = lock_order::acquire(Level::Range, ino as u64, mode == Mode::Shared);
         let entry = self.entry(ino);
-        let id = entry.get().ranges.lock(blocks, mode);
+        let id = entry.get().ranges.lock(blocks, mode, ordered);
         RangeGuard {
             entry,
             id,
@@ -201,6 +216,14 @@ pub(crate) struct RangeGuard<'a> {
     entry: Entry<'a>,
     id: u64,
     _order: Held,
+}
+
+impl RangeGuard<'_> {
+    /// Tells ordered writes waiting for these blocks that they are
+    /// allocated (see `Locks::ordered_write_range`).
+    pub fn allocated(&self) {
+        self.entry.get().ranges.allocated(self.id);
+    }
 }
 
 impl Drop for RangeGuard<'_> {
@@ -313,11 +336,19 @@ struct HeldRange {
     blocks: Range<u64>,
     mode: Mode,
     id: u64,
+    /// Held by an ordered write that has not allocated its blocks yet
+    /// (see `Locks::ordered_write_range`).
+    allocating: bool,
 }
 
+/// How long an ordered write waits for the one before it in the file.
+pub(crate) const ORDER_WAIT: Duration = Duration::from_millis(20);
+
 impl RangeLock {
-    /// Waits until `blocks` can be held in `mode`, holds it; returns its id.
-    fn lock(&self, blocks: Range<u64>, mode: Mode) -> u64 {
+    /// Waits until `blocks` can be held in `mode`, holds it; returns its
+    /// id. An `ordered` holder then waits (bounded) while an ordered holder
+    /// of the blocks just before is still allocating.
+    fn lock(&self, blocks: Range<u64>, mode: Mode, ordered: bool) -> u64 {
         let mut state = self.state.lock();
         while state.held.iter().any(|h| {
             h.blocks.start < blocks.end
@@ -328,8 +359,32 @@ impl RangeLock {
         }
         state.next_id += 1;
         let id = state.next_id;
-        state.held.push(HeldRange { blocks, mode, id });
+        let start = blocks.start;
+        state.held.push(HeldRange {
+            blocks,
+            mode,
+            id,
+            allocating: ordered,
+        });
+        if ordered {
+            let deadline = Instant::now() + ORDER_WAIT;
+            while state
+                .held
+                .iter()
+                .any(|h| h.allocating && h.blocks.end == start)
+                && !self.released.wait_until(&mut state, deadline).timed_out()
+            {}
+        }
         id
+    }
+
+    fn allocated(&self, id: u64) {
+        let mut state = self.state.lock();
+        if let Some(h) = state.held.iter_mut().find(|h| h.id == id && h.allocating) {
+            h.allocating = false;
+            drop(state);
+            self.released.notify_all();
+        }
     }
 
     fn unlock(&self, id: u64) {
@@ -344,7 +399,6 @@ impl RangeLock {
 mod tests {
     use super::*;
     use std::sync::atomic::{AtomicBool, Ordering};
-    use std::time::Duration;
 
     #[test]
     fn disjoint_ranges_are_held_together_and_overlapping_ones_wait() {
@@ -367,6 +421,37 @@ mod tests {
             assert!(overlapping_done.load(Ordering::SeqCst));
         });
         assert!(locks.shards.iter().all(|s| s.lock().is_empty()));
+    }
+
+    #[test]
+    fn an_ordered_write_waits_for_the_allocation_of_the_one_before() {
+        let locks = Locks::new();
+        let before = locks.ordered_write_range(9, 0..256);
+        let after_held = AtomicBool::new(false);
+        std::thread::scope(|s| {
+            let started = Instant::now();
+            let after = s.spawn(|| {
+                let _after = locks.ordered_write_range(9, 256..512);
+                after_held.store(true, Ordering::SeqCst);
+            });
+            std::thread::sleep(ORDER_WAIT / 4);
+            // Unless this thread slept past the bound, the next chunk waits.
+            if started.elapsed() < ORDER_WAIT {
+                assert!(!after_held.load(Ordering::SeqCst));
+            }
+            before.allocated();
+            after.join().unwrap();
+            assert!(after_held.load(Ordering::SeqCst));
+            // Still held after its allocation: the data is not written yet.
+            drop(before);
+        });
+        // A write that is not ordered never waits.
+        let _first = locks.ordered_write_range(9, 0..256);
+        std::thread::scope(|s| {
+            s.spawn(|| drop(locks.range(9, 256..512, Mode::Exclusive)))
+                .join()
+                .unwrap();
+        });
     }
 
     #[test]

@@ -298,7 +298,9 @@ impl Fs {
             },
             caller,
             // One block at most: written whole or not at all.
-            |ctx, ino| data::write_data(ctx, ino, 0, target, DataPolicy::default()).map(|_| ()),
+            |ctx, ino| {
+                data::write_data(ctx, ino, 0, target, DataPolicy::default(), &|| ()).map(|_| ())
+            },
         )
     }
 
