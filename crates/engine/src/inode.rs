@@ -100,6 +100,11 @@ pub struct InodeInfo {
 }
 
 impl InodeInfo {
+    /// A casefolded directory: names match case- and normalization-insensitively.
+    pub fn is_casefolded(&self) -> bool {
+        self.names != NameRule::Exact
+    }
+
     pub fn has_inline(&self, flag: u8) -> bool {
         self.inline & flag != 0
     }
