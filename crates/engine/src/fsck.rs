@@ -157,6 +157,20 @@ impl Checker<'_> {
         for ino in self.fs.orphans() {
             self.check_inode(ino, None)?;
         }
+        // Quota files have no directory entry: the superblock names them
+        // (fsck.f2fs checks them the same way, as reachable inodes).
+        let sb = self.fs.superblock();
+        if sb.has_feature(feature::QUOTA_INO) {
+            let quota_inodes: Vec<u32> = sb
+                .qf_ino
+                .iter()
+                .map(|q| q.get())
+                .filter(|&q| q != 0)
+                .collect();
+            for ino in quota_inodes {
+                self.check_inode(ino, None)?;
+            }
+        }
         while let Some((ino, parent)) = stack.pop() {
             if !self.visited.insert(ino) {
                 self.problem(format!(
