@@ -17,12 +17,14 @@ use f2fuse_engine::segment::SitTable;
 use f2fuse_engine::superblock::{load_superblock, READ_FEATURES};
 use f2fuse_engine::{data, inline, FileKind, Fs};
 use f2fuse_layout::bitmap::test_bit_msb;
+use f2fuse_layout::casefold::F2FS_ENC_STRICT_MODE_FL;
 use f2fuse_layout::checkpoint::{
     compacted_blocks_needed, decode_compacted_summaries, verify_checkpoint_crc, Checkpoint,
     OrphanBlock,
 };
-use f2fuse_layout::dentry::{dir_block_index, level_of_block, DentryGeometry, DentrySet};
-use f2fuse_layout::hash::dentry_hash;
+use f2fuse_layout::dentry::{
+    dir_block_index, level_of_block, DentryGeometry, DentryName, DentrySet, NameRule,
+};
 use f2fuse_layout::node::{
     block_path, footer_of, inode_checksum_seed, inode_of, is_dnode_offset, max_file_blocks,
     start_bidx_of_node, verify_inode_checksum, AddrCounts, InodeLayout,
@@ -229,16 +231,19 @@ fn inode_contexts() -> &'static [InodeCheck] {
                 InodeCheck {
                     features: sb.feature.get(),
                     checksum_seed: inode_checksum_seed(&sb.uuid),
+                    strict_encoding: sb.s_encoding_flags.get() & F2FS_ENC_STRICT_MODE_FL != 0,
                 }
             })
             .collect();
         ctx.push(InodeCheck {
             features: READ_FEATURES,
             checksum_seed: 0,
+            strict_encoding: true,
         });
         ctx.push(InodeCheck {
             features: feature::EXTRA_ATTR,
             checksum_seed: 0,
+            strict_encoding: false,
         });
         ctx
     })
@@ -395,7 +400,9 @@ pub fn inode(data: &[u8]) {
         let set = inline::inline_dentries(&info);
         if let Ok(entries) = set.entries() {
             for e in entries.iter().take(8) {
-                let _ = set.find(e.name, dentry_hash(e.name));
+                if let Some(name) = DentryName::new(e.name, info.names) {
+                    let _ = set.find(&name);
+                }
             }
         }
     }
@@ -412,12 +419,20 @@ pub fn dentry(data: &[u8]) {
     let set = DentrySet::new(&block, DentryGeometry::BLOCK);
     if let Ok(entries) = set.entries() {
         for e in entries.iter().take(16) {
-            let found = set.find(e.name, e.hash_code).expect("entries() succeeded");
-            assert!(found.is_some(), "an entry is found by its own hash");
-            let _ = set.find(e.name, dentry_hash(e.name));
+            let exact = DentryName::new(e.name, NameRule::Exact).expect("exact names all pass");
+            let found = set.find(&exact).expect("entries() succeeded");
+            if e.hash_code == exact.hash {
+                assert!(found.is_some(), "an entry under its name's hash is found");
+            }
+            for strict in [false, true] {
+                if let Some(name) = DentryName::new(e.name, NameRule::Casefold { strict }) {
+                    let _ = set.find(&name);
+                }
+            }
         }
     }
-    let _ = set.find(b"lost+found", dentry_hash(b"lost+found"));
+    let lost_found = DentryName::new(b"lost+found", NameRule::Exact).expect("a valid name");
+    let _ = set.find(&lost_found);
     for n in [1, 2, 8, 32] {
         let _ = set.find_free_run(n);
     }

@@ -3,6 +3,7 @@
 use crate::size::human;
 use f2fuse_engine::dir::DirEntryInfo;
 use f2fuse_engine::{FileKind, Fs, InodeInfo, OpenOptions, Timestamp};
+use f2fuse_layout::casefold::F2FS_ENC_STRICT_MODE_FL;
 use f2fuse_layout::checkpoint::SSR;
 use f2fuse_layout::{cp_flag, feature, CursegType, F2FS_BLKSIZE};
 use std::io::Write;
@@ -35,6 +36,20 @@ pub fn info(image: &Path) -> Result<(), String> {
     line("uuid", sb.uuid_string());
     line("label", format!("{:?}", sb.volume_label()));
     line("features", feature::describe(sb.feature.get()));
+    if sb.has_feature(feature::CASEFOLD) {
+        let strict = sb.s_encoding_flags.get() & F2FS_ENC_STRICT_MODE_FL != 0;
+        line(
+            "casefold encoding",
+            format!(
+                "utf8-12.1{}",
+                if strict {
+                    " (strict: no invalid UTF-8)"
+                } else {
+                    ""
+                }
+            ),
+        );
+    }
     line(
         "block count",
         format!(

@@ -17,9 +17,14 @@ pub struct MkfsArgs {
     #[arg(long, short = 'l', default_value = "")]
     pub label: String,
     /// Features, comma-separated: extra_attr, inode_checksum, flexible_inline_xattr,
-    /// inode_crtime, sb_checksum, lost_found.
+    /// inode_crtime, sb_checksum, lost_found, casefold.
     #[arg(short = 'O', value_name = "FEATURES")]
     pub features: Vec<String>,
+    /// Name encoding of casefolded directories (mkfs.f2fs -C): `utf8`, or
+    /// `utf8:strict` to refuse names that are not valid UTF-8. Enables
+    /// `casefold`; `-O casefold` alone means `utf8`.
+    #[arg(short = 'C', value_name = "ENCODING")]
+    pub encoding: Option<String>,
     /// Segments per section (mkfs.f2fs -s).
     #[arg(short = 's', default_value_t = 1)]
     pub segs_per_sec: u32,
@@ -78,6 +83,14 @@ pub fn run(args: &MkfsArgs) -> Result<(), String> {
     };
     for list in &args.features {
         opts.features |= parse_features(list).map_err(|e| e.to_string())?;
+    }
+    if let Some(encoding) = &args.encoding {
+        opts.strict_encoding = match encoding.as_str() {
+            "utf8" => false,
+            "utf8:strict" => true,
+            other => return Err(format!("unknown encoding {other:?} (utf8 or utf8:strict)")),
+        };
+        opts.features |= feature::CASEFOLD;
     }
     if let Some(owner) = &args.root_owner {
         (opts.root_uid, opts.root_gid) = parse_owner(owner)?;

@@ -1129,6 +1129,66 @@ fn inode_flags_through_mount() {
     }
 }
 
+/// `chattr +F` on an empty directory of a `-C utf8` image: names in it are
+/// found in any case and normalization, also right after a create or
+/// unlink through another spelling (the kernel's name cache, which compares
+/// bytes, must not answer for them); other directories stay case-sensitive.
+#[test]
+fn casefolded_directory_through_mount() {
+    if !fuse_available() || !require_tool("chattr") {
+        return;
+    }
+    let scratch = Scratch::new("mount-casefold");
+    let img = scratch.join("img");
+    let out = f2fuse(&[
+        "mkfs".as_ref(),
+        img.as_os_str(),
+        "--size".as_ref(),
+        "64M".as_ref(),
+        "-C".as_ref(),
+        "utf8".as_ref(),
+        "-q".as_ref(),
+    ]);
+    assert!(out.status.success(), "mkfs -C utf8: {out:?}");
+    let m = Mount::new(&img, &scratch.join("mnt"), "default_permissions");
+    let (cf, plain) = (m.path("cf"), m.path("plain"));
+    fs::create_dir(&cf).unwrap();
+    fs::create_dir(&plain).unwrap();
+    fs::write(plain.join("x"), b"").unwrap();
+    assert!(chattr_as(0, "+F", &cf));
+    assert!(
+        !chattr_as(0, "+F", &plain),
+        "casefolding a non-empty directory"
+    );
+    assert!(lsattr(&cf).contains('F'));
+    fs::write(cf.join("Straße.txt"), b"strasse").unwrap();
+    assert_eq!(fs::read(cf.join("STRASSE.TXT")).unwrap(), b"strasse");
+    assert_eq!(fs::read(cf.join("strasse.txt")).unwrap(), b"strasse");
+    // A miss is not remembered: "CAFÉ" is there as soon as "café" is.
+    assert_eq!(errno_of(fs::metadata(cf.join("CAFÉ"))), libc::ENOENT);
+    fs::write(cf.join("cafe\u{301}"), b"nfd").unwrap();
+    assert_eq!(fs::read(cf.join("CAFÉ")).unwrap(), b"nfd");
+    assert_eq!(
+        errno_of(fs::create_dir(cf.join("Café"))),
+        libc::EEXIST,
+        "a twin name exists"
+    );
+    // Nor is a hit: after an unlink through one spelling no other finds it.
+    fs::remove_file(cf.join("CAFÉ")).unwrap();
+    assert_eq!(errno_of(fs::metadata(cf.join("cafe\u{301}"))), libc::ENOENT);
+    fs::rename(cf.join("STRASSE.txt"), cf.join("Renamed")).unwrap();
+    let listed: Vec<String> = fs::read_dir(&cf)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(listed, ["Renamed"]);
+    fs::create_dir(cf.join("Sub")).unwrap();
+    assert!(lsattr(&cf.join("Sub")).contains('F'), "inherited");
+    assert_eq!(errno_of(fs::metadata(plain.join("X"))), libc::ENOENT);
+    m.unmount();
+    fsck_clean(&img, "casefolded names through the mount");
+}
+
 /// With the write-back cache the kernel keeps mtime and ctime of writes
 /// itself and sends both when it writes the inode back: the image must
 /// hold exactly the times stat showed.

@@ -8,9 +8,8 @@ use crate::inline;
 use crate::inode::{FileKind, InodeInfo};
 use crate::node::NodeManager;
 use f2fuse_layout::dentry::{
-    bucket_blocks, dir_block_index, dir_buckets, DentryGeometry, DentrySet,
+    bucket_blocks, dir_block_index, dir_buckets, DentryGeometry, DentryName, DentrySet,
 };
-use f2fuse_layout::hash::dentry_hash;
 use f2fuse_layout::*;
 use std::collections::BTreeMap;
 
@@ -60,6 +59,21 @@ pub fn dir_block_count(dir: &InodeInfo) -> u64 {
     dir.size_blocks().min(table)
 }
 
+/// `name` as directory `dir` hashes and compares it; EINVAL for a name a
+/// strict casefolded directory refuses (not valid UTF-8), as the kernel.
+pub fn dentry_name<'a>(dir: &InodeInfo, name: &'a [u8]) -> Result<DentryName<'a>> {
+    DentryName::new(name, dir.names).ok_or_else(|| {
+        Error::errno(
+            libc::EINVAL,
+            format!(
+                "name {:?} is not valid UTF-8 (strict casefolding in directory {})",
+                String::from_utf8_lossy(name),
+                dir.ino
+            ),
+        )
+    })
+}
+
 /// Looks `name` up in `dir`.
 pub fn lookup(
     dev: &Device,
@@ -67,10 +81,11 @@ pub fn lookup(
     dir: &InodeInfo,
     name: &[u8],
 ) -> Result<Option<DirEntryInfo>> {
-    let hash = dentry_hash(name);
+    let name = dentry_name(dir, name)?;
+    let hash = name.hash;
     if inline::has_inline_dentry(dir) {
         return match inline::inline_dentries(dir)
-            .find(name, hash)
+            .find(&name)
             .map_err(|e| e.at(format!("directory inode {}", dir.ino)))?
         {
             Some(e) => Ok(Some(to_info(dir, e.name, e.ino, e.file_type)?)),
@@ -94,7 +109,7 @@ pub fn lookup(
             let block = dev.read_block(IoKind::DirData, addr as u64)?;
             let set = DentrySet::new(&block, DentryGeometry::BLOCK);
             if let Some(e) = set
-                .find(name, hash)
+                .find(&name)
                 .map_err(|e| e.at(format!("directory inode {} block {index}", dir.ino)))?
             {
                 return Ok(Some(to_info(dir, e.name, e.ino, e.file_type)?));
@@ -176,10 +191,11 @@ fn read_dentry_block(ctx: &Ctx, dir: &InodeInfo, index: u64) -> Result<Option<Ve
 
 /// Finds `name` in `dir` with its position (current contents, cache included).
 pub fn find_entry(ctx: &Ctx, dir: &InodeInfo, name: &[u8]) -> Result<Option<FoundEntry>> {
-    let hash = dentry_hash(name);
+    let name = dentry_name(dir, name)?;
+    let hash = name.hash;
     if inline::has_inline_dentry(dir) {
         let set = inline::inline_dentries(dir);
-        return match set.find(name, hash)? {
+        return match set.find(&name)? {
             Some(e) => Ok(Some(FoundEntry {
                 place: EntryPlace::Inline,
                 slot: e.slot,
@@ -198,7 +214,7 @@ pub fn find_entry(ctx: &Ctx, dir: &InodeInfo, name: &[u8]) -> Result<Option<Foun
                 continue;
             };
             let set = DentrySet::new(&block, DentryGeometry::BLOCK);
-            if let Some(e) = set.find(name, hash)? {
+            if let Some(e) = set.find(&name)? {
                 let info = to_info(dir, e.name, e.ino, e.file_type)?;
                 return Ok(Some(FoundEntry {
                     place: EntryPlace::Block(index),
@@ -233,7 +249,7 @@ pub fn convert_inline_dir(ctx: &Ctx, dir: &InodeInfo) -> Result<()> {
         let (index, slot) = if dir_level == 0 {
             (0, e.slot)
         } else {
-            let bucket = dentry_hash(e.name) as u64 % dir_buckets(0, dir_level);
+            let bucket = e.hash_code as u64 % dir_buckets(0, dir_level);
             let first = dir_block_index(0, dir_level, bucket);
             // An inline directory's entries fit in the first block of any bucket.
             let block = blocks
@@ -248,7 +264,13 @@ pub fn convert_inline_dir(ctx: &Ctx, dir: &InodeInfo) -> Result<()> {
         let block = blocks
             .entry(index)
             .or_insert_with(|| vec![0u8; F2FS_BLKSIZE]);
-        DentrySetMut::new(block, DentryGeometry::BLOCK).insert(slot, e.name, e.ino, e.file_type);
+        DentrySetMut::new(block, DentryGeometry::BLOCK).insert(
+            slot,
+            e.name,
+            e.hash_code,
+            e.ino,
+            e.file_type,
+        );
     }
     let last_index = blocks.keys().next_back().copied().unwrap_or(0);
     let in_inode = write_unpublished_blocks(ctx, dir, &blocks, CursegType::HotData)?;
@@ -272,19 +294,21 @@ pub fn convert_inline_dir(ctx: &Ctx, dir: &InodeInfo) -> Result<()> {
 /// Adds `name -> ino` to `dir_ino` (the caller checked it does not exist).
 pub fn add_link(ctx: &Ctx, dir_ino: u32, name: &[u8], ino: u32, ft: u8) -> Result<()> {
     let mut dir = ctx.inode(dir_ino)?;
+    let name = dentry_name(&dir, name)?;
+    let hash = name.hash;
+    let name = name.name;
     let slots = name.len().div_ceil(F2FS_SLOT_LEN);
     if inline::has_inline_dentry(&dir) {
         if let Some(slot) = inline::inline_dentries(&dir).find_free_run(slots) {
             inline::with_inline_area(ctx, dir_ino, |area, layout| {
                 let geo = DentryGeometry::inline(layout.max_inline_data());
-                DentrySetMut::new(area, geo).insert(slot, name, ino, ft);
+                DentrySetMut::new(area, geo).insert(slot, name, hash, ino, ft);
             })?;
             return touch_dir(ctx, dir_ino);
         }
         convert_inline_dir(ctx, &dir)?;
         dir = ctx.inode(dir_ino)?;
     }
-    let hash = dentry_hash(name);
     let dir_level = dir.dir_level as u32;
     for level in 0..MAX_DIR_HASH_DEPTH {
         let bucket = hash as u64 % dir_buckets(level, dir_level);
@@ -296,7 +320,7 @@ pub fn add_link(ctx: &Ctx, dir_ino: u32, name: &[u8], ino: u32, ft: u8) -> Resul
             else {
                 continue;
             };
-            DentrySetMut::new(&mut block, DentryGeometry::BLOCK).insert(slot, name, ino, ft);
+            DentrySetMut::new(&mut block, DentryGeometry::BLOCK).insert(slot, name, hash, ino, ft);
             write_blocks(ctx, &dir, index, &block, CursegType::HotData)?;
             let t = now();
             return ctx.update_inode(dir_ino, |raw| {

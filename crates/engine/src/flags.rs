@@ -8,7 +8,7 @@
 
 use crate::error::{Error, Result};
 use crate::inode::{FileKind, InodeInfo};
-use f2fuse_layout::{inline_flag, inode_flag};
+use f2fuse_layout::{feature, inline_flag, inode_flag};
 
 /// FS_*_FL bits F2FS reports but does not keep in `i_flags`.
 pub mod reported {
@@ -45,6 +45,25 @@ pub const GETTABLE: u32 = SETTABLE
 const DIRECTORY_ONLY: u32 = inode_flag::DIRSYNC | inode_flag::PROJINHERIT | inode_flag::CASEFOLD;
 /// The only flags devices, fifos, sockets and symlinks may carry (F2FS_OTHER_FLMASK).
 const OTHER_FILES: u32 = inode_flag::NODUMP | inode_flag::NOATIME;
+/// Flags a new inode takes over from its directory (F2FS_FL_INHERITED;
+/// the compression flags follow their own rules).
+const INHERITED: u32 = inode_flag::SYNC
+    | inode_flag::NODUMP
+    | inode_flag::NOATIME
+    | inode_flag::DIRSYNC
+    | inode_flag::PROJINHERIT
+    | inode_flag::CASEFOLD;
+
+/// The flags a new inode of `kind` gets from its directory's `dir_flags`
+/// (f2fs_new_inode: the inherited ones, masked by type as f2fs_mask_flags).
+pub fn inherited_flags(dir_flags: u32, kind: FileKind) -> u32 {
+    let flags = dir_flags & INHERITED;
+    match kind {
+        FileKind::Directory => flags,
+        FileKind::Regular => flags & !DIRECTORY_ONLY,
+        _ => flags & OTHER_FILES,
+    }
+}
 
 /// The flags FS_IOC_GETFLAGS reports for `inode`.
 pub fn get_flags(inode: &InodeInfo) -> u32 {
@@ -58,9 +77,11 @@ pub fn get_flags(inode: &InodeInfo) -> u32 {
     flags
 }
 
-/// The `i_flags` value FS_IOC_SETFLAGS with `requested` gives `inode`, or
-/// the error the kernel's F2FS returns for it.
-pub fn flags_to_store(inode: &InodeInfo, requested: u32, has_compression: bool) -> Result<u32> {
+/// The `i_flags` value FS_IOC_SETFLAGS with `requested` gives `inode` on
+/// an image with `features`, or the error the kernel's F2FS returns for
+/// it. A change of the casefold flag also needs an empty directory, which
+/// the caller checks (ENOTEMPTY).
+pub fn flags_to_store(inode: &InodeInfo, requested: u32, features: u32) -> Result<u32> {
     if requested & !GETTABLE != 0 {
         return Err(Error::errno(
             libc::EOPNOTSUPP,
@@ -79,7 +100,15 @@ pub fn flags_to_store(inode: &InodeInfo, requested: u32, has_compression: bool) 
             format!("flags {:#x} on a {:?}", wanted & !allowed, inode.kind),
         ));
     }
-    if wanted & (inode_flag::COMPR | inode_flag::NOCOMP) != 0 && !has_compression {
+    if (wanted ^ inode.flags) & inode_flag::CASEFOLD != 0 && features & feature::CASEFOLD == 0 {
+        return Err(Error::errno(
+            libc::EOPNOTSUPP,
+            "casefolding without the casefold feature",
+        ));
+    }
+    if wanted & (inode_flag::COMPR | inode_flag::NOCOMP) != 0
+        && features & feature::COMPRESSION == 0
+    {
         return Err(Error::errno(
             libc::EOPNOTSUPP,
             "compression flags without the compression feature",
@@ -89,12 +118,6 @@ pub fn flags_to_store(inode: &InodeInfo, requested: u32, has_compression: bool) 
         return Err(Error::errno(
             libc::EINVAL,
             "compression and no-compression flags together",
-        ));
-    }
-    if (wanted ^ inode.flags) & inode_flag::CASEFOLD != 0 {
-        return Err(Error::errno(
-            libc::EOPNOTSUPP,
-            "casefolding without the casefold feature",
         ));
     }
     Ok(wanted | (inode.flags & !SETTABLE))

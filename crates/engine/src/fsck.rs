@@ -10,7 +10,7 @@ use crate::fs::Fs;
 use crate::inode::{FileKind, InodeInfo};
 use crate::node::NodeExpect;
 use f2fuse_layout::compress::InodeCompression;
-use f2fuse_layout::dentry::{dir_buckets, level_of_block, DentryGeometry, DentrySet};
+use f2fuse_layout::dentry::{dir_buckets, level_of_block, DentryGeometry, DentryName, DentrySet};
 use f2fuse_layout::hash::dentry_hash;
 use f2fuse_layout::node::{footer_of, node_slot, DIND_OFS, IND_OFS_1, IND_OFS_2};
 use f2fuse_layout::segment::{Summary, SummaryBlock};
@@ -157,6 +157,20 @@ impl Checker<'_> {
         for ino in self.fs.orphans() {
             self.check_inode(ino, None)?;
         }
+        // Quota files have no directory entry: the superblock names them
+        // (fsck.f2fs checks them the same way, as reachable inodes).
+        let sb = self.fs.superblock();
+        if sb.has_feature(feature::QUOTA_INO) {
+            let quota_inodes: Vec<u32> = sb
+                .qf_ino
+                .iter()
+                .map(|q| q.get())
+                .filter(|&q| q != 0)
+                .collect();
+            for ino in quota_inodes {
+                self.check_inode(ino, None)?;
+            }
+        }
         while let Some((ino, parent)) = stack.pop() {
             if !self.visited.insert(ino) {
                 self.problem(format!(
@@ -218,6 +232,9 @@ impl Checker<'_> {
             Err(e) => return Err(e),
         };
         self.report.inodes += 1;
+        if inode.flags & inode_flag::CASEFOLD != 0 && inode.kind != FileKind::Directory {
+            self.problem(format!("inode {ino}: casefold flag on a {:?}", inode.kind));
+        }
         let nm = self.fs.node_manager();
         let addr = nm.nat_entry(ino)?.block_addr.get();
         self.claim(addr, format!("inode {ino}"), Summary::new(ino, 0, 0), true)?;
@@ -461,11 +478,15 @@ impl Checker<'_> {
                     dir.ino,
                     String::from_utf8_lossy(e.name)
                 );
-                if e.hash_code != dentry_hash(e.name) {
+                // A name a strict casefolded directory would refuse is
+                // hashed raw, as the kernel did before strictness and as
+                // fsck.f2fs does.
+                let expected = DentryName::new(e.name, dir.names)
+                    .map_or_else(|| dentry_hash(e.name), |n| n.hash);
+                if e.hash_code != expected {
                     c.problem(format!(
-                        "{what}: hash {:#x}, expected {:#x}",
-                        e.hash_code,
-                        dentry_hash(e.name)
+                        "{what}: hash {:#x}, expected {expected:#x}",
+                        e.hash_code
                     ));
                 }
                 if let Some(index) = block_index {

@@ -52,8 +52,9 @@ pub fn init_inline_dir(ctx: &Ctx, ino: u32, parent: u32) -> Result<()> {
     let max = with_inline_area(ctx, ino, |area, layout| {
         let geo = DentryGeometry::inline(layout.max_inline_data());
         let mut set = DentrySetMut::new(area, geo);
-        set.insert(0, b".", ino, file_type::DIR);
-        set.insert(1, b"..", parent, file_type::DIR);
+        // The dot entries are stored under hash 0, also when casefolded.
+        set.insert(0, b".", 0, ino, file_type::DIR);
+        set.insert(1, b"..", 0, parent, file_type::DIR);
         layout.max_inline_data()
     })?;
     ctx.update_inode(ino, |inode| inode.i_size.set(max as u64))

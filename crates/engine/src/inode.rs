@@ -6,6 +6,7 @@ use crate::error::{Error, Result};
 use crate::extent_cache::Snapshot;
 use crate::node::{NodeExpect, NodeManager};
 use f2fuse_layout::compress::InodeCompression;
+use f2fuse_layout::dentry::NameRule;
 use f2fuse_layout::node::{
     inode_of, max_file_blocks, verify_inode_checksum, AddrCounts, InodeLayout,
 };
@@ -78,6 +79,9 @@ pub struct InodeInfo {
     pub crtime: Option<Timestamp>,
     pub generation: u32,
     pub flags: u32,
+    /// How this directory hashes and compares names (`Exact` for every
+    /// other inode).
+    pub names: NameRule,
     pub advise: u8,
     pub inline: u8,
     pub xattr_nid: u32,
@@ -96,6 +100,11 @@ pub struct InodeInfo {
 }
 
 impl InodeInfo {
+    /// A casefolded directory: names match case- and normalization-insensitively.
+    pub fn is_casefolded(&self) -> bool {
+        self.names != NameRule::Exact
+    }
+
     pub fn has_inline(&self, flag: u8) -> bool {
         self.inline & flag != 0
     }
@@ -142,6 +151,9 @@ fn addr_counts(layout: &InodeLayout, compression: Option<&InodeCompression>) -> 
 pub struct InodeCheck {
     pub features: u32,
     pub checksum_seed: u32,
+    /// `s_encoding_flags` has F2FS_ENC_STRICT_MODE_FL: casefolded
+    /// directories refuse names that are not valid UTF-8.
+    pub strict_encoding: bool,
 }
 
 pub fn read_inode(nm: &NodeManager, check: &InodeCheck, ino: u32) -> Result<InodeInfo> {
@@ -225,6 +237,19 @@ pub fn decode_inode(ino: u32, block: Block, check: &InodeCheck) -> Result<InodeI
             "symlink target of {size} bytes exceeds one block"
         )));
     }
+    let flags = inode.i_flags.get();
+    if flags & inode_flag::CASEFOLD != 0 && check.features & feature::CASEFOLD == 0 {
+        return Err(bad(
+            "casefold flag on an image without the casefold feature".into(),
+        ));
+    }
+    let names = if kind == FileKind::Directory && flags & inode_flag::CASEFOLD != 0 {
+        NameRule::Casefold {
+            strict: check.strict_encoding,
+        }
+    } else {
+        NameRule::Exact
+    };
     let ts = |sec: u64, nsec: u32| Timestamp {
         sec: sec as i64,
         nsec: nsec.min(999_999_999),
@@ -248,7 +273,8 @@ pub fn decode_inode(ino: u32, block: Block, check: &InodeCheck) -> Result<InodeI
         ctime: ts(inode.i_ctime.get(), inode.i_ctime_nsec.get()),
         crtime: inode.crtime(&layout).map(|(s, n)| ts(s, n)),
         generation: inode.i_generation.get(),
-        flags: inode.i_flags.get(),
+        flags,
+        names,
         advise: inode.i_advise,
         inline,
         xattr_nid,
@@ -435,13 +461,15 @@ fn has_extension(name: &[u8], exts: &[String]) -> bool {
 }
 
 /// Allocates and initialises an inode (in the node cache); returns its number.
-/// A directory gets hash level `dir_level` (the kernel's i_dir_level).
-pub fn create_inode(ctx: &Ctx, spec: &NewInode, dir_level: u8) -> Result<u32> {
+/// A directory gets hash level `dir_level` (the kernel's i_dir_level); the
+/// inode takes over what its type keeps of the directory's `parent_flags`.
+pub fn create_inode(ctx: &Ctx, spec: &NewInode, dir_level: u8, parent_flags: u32) -> Result<u32> {
     let kind = FileKind::from_mode(spec.mode)
         .ok_or_else(|| Error::errno(libc::EINVAL, format!("mode {:#o}", spec.mode)))?;
     let dir = kind == FileKind::Directory;
     let ino = ctx.new_node(None, None, 0, !dir)?;
     let features = ctx.check.features;
+    let flags = crate::flags::inherited_flags(parent_flags, kind);
     let t = now();
     ctx.nm.update_node(ino, NodeExpect::default(), |block| {
         let extra = if features & feature::EXTRA_ATTR != 0 {
@@ -464,13 +492,14 @@ pub fn create_inode(ctx: &Ctx, spec: &NewInode, dir_level: u8) -> Result<u32> {
             let name_len = spec.name.len().min(F2FS_NAME_LEN);
             inode.i_namelen.set(name_len as u32);
             inode.i_name[..name_len].copy_from_slice(&spec.name[..name_len]);
+            inode.i_flags.set(flags);
             let mut inline = inline_flag::INLINE_XATTR;
             match kind {
                 FileKind::Directory => {
                     inline |= inline_flag::INLINE_DENTRY;
                     inode.i_current_depth.set(1);
                     inode.i_dir_level = dir_level;
-                    inode.i_flags.set(inode_flag::INDEX);
+                    inode.i_flags.set(flags | inode_flag::INDEX);
                 }
                 FileKind::Regular | FileKind::Symlink => inline |= inline_flag::INLINE_DATA,
                 _ => {}

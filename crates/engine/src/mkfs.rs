@@ -9,12 +9,14 @@
 
 use crate::device::{Device, FileDevice, FileDeviceOptions, IoKind};
 use crate::error::{Error, Result};
+use f2fuse_layout::casefold::{F2FS_ENC_STRICT_MODE_FL, F2FS_ENC_UTF8_12_1};
 use f2fuse_layout::checkpoint::{
     encode_compacted_summaries, new_checkpoint_block, seal_checkpoint_block, Checkpoint,
     DataSummaries,
 };
 use f2fuse_layout::dentry::{DentryGeometry, DentrySetMut};
 use f2fuse_layout::geometry::{compute, Geometry, GeometryOptions};
+use f2fuse_layout::hash::dentry_hash;
 use f2fuse_layout::node::{
     footer_of_mut, inode_checksum_seed, inode_of_mut, update_inode_checksum, I_ADDR_OFFSET,
     I_CRTIME_NSEC_OFFSET, I_CRTIME_OFFSET, I_PROJID_OFFSET,
@@ -34,7 +36,8 @@ pub const MKFS_FEATURES: u32 = feature::EXTRA_ATTR
     | feature::FLEXIBLE_INLINE_XATTR
     | feature::INODE_CRTIME
     | feature::SB_CHKSUM
-    | feature::LOST_FOUND;
+    | feature::LOST_FOUND
+    | feature::CASEFOLD;
 
 /// Features that only make sense with the extra attribute area.
 const NEEDS_EXTRA_ATTR: u32 = feature::INODE_CHKSUM
@@ -59,6 +62,9 @@ pub struct MkfsOptions {
     pub uuid: Option<[u8; 16]>,
     /// Checkpoint version to start from (default: random odd, like mkfs.f2fs).
     pub checkpoint_ver: Option<u64>,
+    /// With `casefold`: strict mode (casefolded directories refuse names
+    /// that are not valid UTF-8; mkfs.f2fs -C utf8:strict).
+    pub strict_encoding: bool,
 }
 
 impl Default for MkfsOptions {
@@ -76,6 +82,7 @@ impl Default for MkfsOptions {
             timestamp: None,
             uuid: None,
             checkpoint_ver: None,
+            strict_encoding: false,
         }
     }
 }
@@ -355,6 +362,14 @@ fn build_superblock(geo: &Geometry, opts: &MkfsOptions, uuid: [u8; 16]) -> Resul
     sb.version[..version.len()].copy_from_slice(version.as_bytes());
     sb.init_version[..version.len()].copy_from_slice(version.as_bytes());
     sb.feature.set(opts.features);
+    if opts.features & feature::CASEFOLD != 0 {
+        // mkfs.f2fs -O casefold without -C leaves encoding 0, which no
+        // kernel mounts; the feature always comes with utf8-12.1 here.
+        sb.s_encoding.set(F2FS_ENC_UTF8_12_1);
+        if opts.strict_encoding {
+            sb.s_encoding_flags.set(F2FS_ENC_STRICT_MODE_FL);
+        }
+    }
     sb.update_checksum();
     sb.validate()
         .map_err(|e| Error::errno(libc::EINVAL, format!("internal layout error: {e}")))?;
@@ -444,7 +459,7 @@ fn dentry_block(entries: &[(&[u8], u32)]) -> Vec<u8> {
     let mut set = DentrySetMut::new(&mut block, DentryGeometry::BLOCK);
     let mut slot = 0;
     for (name, ino) in entries {
-        set.insert(slot, name, *ino, file_type::DIR);
+        set.insert(slot, name, dentry_hash(name), *ino, file_type::DIR);
         slot += name.len().div_ceil(F2FS_SLOT_LEN);
     }
     block

@@ -2,6 +2,7 @@
 
 use crate::device::{Device, IoKind};
 use crate::error::{Error, Result};
+use f2fuse_layout::casefold::F2FS_ENC_UTF8_12_1;
 use f2fuse_layout::superblock::{decode_superblock_copy, SuperBlock};
 use f2fuse_layout::{feature, Corrupt, F2FS_BLKSIZE};
 
@@ -17,6 +18,7 @@ pub const READ_FEATURES: u32 = feature::EXTRA_ATTR
     | feature::VERITY
     | feature::ENCRYPT
     | feature::COMPRESSION
+    | feature::CASEFOLD
     | feature::RO;
 
 /// The superblock in use and which copy it came from.
@@ -71,10 +73,18 @@ pub fn load_superblock(dev: &Device) -> Result<LoadedSuperblock> {
         )
         .into());
     }
-    if sb.has_feature(feature::CASEFOLD) || sb.has_feature(feature::BLKZONED) {
+    if sb.has_feature(feature::BLKZONED) {
         return Err(Error::unsupported(format!(
-            "image features {} (casefold and zoned devices are not supported)",
+            "image features {} (zoned devices are not supported)",
             feature::describe(sb.feature.get())
+        )));
+    }
+    // As the kernel's f2fs_sb_read_encoding: 1 (utf8-12.1) is the only
+    // encoding there is; mkfs.f2fs -O casefold without -C writes 0.
+    if sb.has_feature(feature::CASEFOLD) && sb.s_encoding.get() != F2FS_ENC_UTF8_12_1 {
+        return Err(Error::unsupported(format!(
+            "casefold encoding {} (only 1, utf8-12.1, is defined)",
+            sb.s_encoding.get()
         )));
     }
     let unknown = sb.feature.get() & !READ_FEATURES;

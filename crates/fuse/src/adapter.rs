@@ -242,26 +242,31 @@ impl F2fsFuse {
         }
     }
 
-    /// Replies with a new entry; the kernel then holds one reference.
-    fn reply_entry(&self, reply: ReplyEntry, inode: &InodeInfo) {
+    /// Replies with a new entry of directory `parent`; the kernel then
+    /// holds one reference.
+    fn reply_entry(&self, reply: ReplyEntry, parent: u32, inode: &InodeInfo) {
         self.kernel_ref(inode.ino);
         reply.entry_with_ttls(
             &self.cfg.ttl,
-            &self.entry_ttl(),
+            &self.entry_ttl(parent),
             &file_attr(inode),
             Generation(inode.generation as u64),
         );
     }
 
-    /// How long the kernel may keep a name. Without `default_permissions`
-    /// not at all: a path walk through cached names would skip our check
-    /// of search permission (the kernel asks us only on a miss), so every
-    /// walk looks each name up again, for the process walking.
-    fn entry_ttl(&self) -> Duration {
-        if self.cfg.default_permissions {
-            self.cfg.ttl
-        } else {
+    /// How long the kernel may keep a name of directory `parent`. Without
+    /// `default_permissions` not at all: a path walk through cached names
+    /// would skip our check of search permission (the kernel asks us only
+    /// on a miss), so every walk looks each name up again, for the process
+    /// walking. Nor in a casefolded directory: the kernel's cache compares
+    /// names byte for byte, so a cached "foo" would outlive an unlink of
+    /// "FOO", and a cached miss of "FOO" a create of "foo".
+    fn entry_ttl(&self, parent: u32) -> Duration {
+        let casefolded = || self.fs.inode(parent).is_ok_and(|dir| dir.is_casefolded());
+        if !self.cfg.default_permissions || casefolded() {
             Duration::ZERO
+        } else {
+            self.cfg.ttl
         }
     }
 
@@ -366,7 +371,7 @@ impl F2fsFuse {
             make(self.as_user(&creds), parent, name, &dir)
         });
         match result {
-            Ok(inode) => self.reply_entry(reply, &inode),
+            Ok(inode) => self.reply_entry(reply, parent, &inode),
             Err(e) => reply.error(e),
         }
     }
@@ -593,11 +598,11 @@ impl Filesystem for F2fsFuse {
         self.shared.request();
         let parent = ino_or_reply!(parent, reply);
         match self.do_lookup(req, parent, name) {
-            Ok(inode) => self.reply_entry(reply, &inode),
+            Ok(inode) => self.reply_entry(reply, parent, &inode),
             Err(e) if e == Errno::ENOENT => {
                 // A negative entry the kernel may cache for the TTL: every
                 // change comes through the kernel, which drops it on create.
-                let ttl = self.entry_ttl();
+                let ttl = self.entry_ttl(parent);
                 reply.entry(&ttl, &negative_attr(), Generation(0));
             }
             Err(e) => reply.error(e),
@@ -796,7 +801,7 @@ impl Filesystem for F2fsFuse {
         let result =
             name_ok(newname).and_then(|name| who.link(ino, newparent, name).map_err(|e| errno(&e)));
         match result {
-            Ok(inode) => self.reply_entry(reply, &inode),
+            Ok(inode) => self.reply_entry(reply, newparent, &inode),
             Err(e) => reply.error(e),
         }
     }
@@ -970,6 +975,7 @@ impl Filesystem for F2fsFuse {
             Ok(list) => list,
             Err(e) => return reply.error(e),
         };
+        let ttl = self.entry_ttl(dir);
         for (i, entry) in list.iter().enumerate().skip(offset as usize) {
             let dot = entry.name == b"." || entry.name == b"..";
             // The listing may be older than this request: only names that
@@ -989,7 +995,7 @@ impl Filesystem for F2fsFuse {
                 to_fuse(inode.ino),
                 i as u64 + 1,
                 OsStr::from_bytes(&entry.name),
-                &self.entry_ttl(),
+                &ttl,
                 &file_attr(&inode),
                 Generation(inode.generation as u64),
             );
@@ -1166,7 +1172,7 @@ impl Filesystem for F2fsFuse {
                 self.kernel_ref(inode.ino);
                 let _ = self.fs.open_inode(inode.ino);
                 reply.created(
-                    &self.entry_ttl(),
+                    &self.entry_ttl(parent),
                     &file_attr(&inode),
                     Generation(inode.generation as u64),
                     self.new_fh(),

@@ -2,6 +2,7 @@
 //! multi-level hash table that places blocks.
 
 use crate::bitmap::{set_bit_le, test_bit_le};
+use crate::casefold::utf8_casefold;
 use crate::consts::*;
 use crate::ensure;
 use crate::error::Result;
@@ -72,6 +73,67 @@ pub struct DentryRef<'a> {
     pub ino: u32,
     pub file_type: u8,
     pub name: &'a [u8],
+}
+
+/// How a directory hashes and compares names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NameRule {
+    /// Byte for byte (every directory without F2FS_CASEFOLD_FL).
+    Exact,
+    /// A casefolded directory: names are hashed and compared by their
+    /// [`utf8_casefold`] form; `strict` (F2FS_ENC_STRICT_MODE_FL) refuses
+    /// names that do not fold, otherwise those are taken byte for byte.
+    Casefold { strict: bool },
+}
+
+/// A name as one directory sees it (the kernel's `struct f2fs_filename`):
+/// the hash its entry is stored under and which entries it matches.
+#[derive(Debug, Clone)]
+pub struct DentryName<'a> {
+    pub name: &'a [u8],
+    pub hash: u32,
+    /// The folded form, in a casefolded directory when the name folds.
+    folded: Option<Vec<u8>>,
+    strict: bool,
+}
+
+impl<'a> DentryName<'a> {
+    /// `None` where the directory refuses the name: a strict casefolded
+    /// directory and a name that does not fold (the kernel's EINVAL).
+    /// "." and ".." are never folded (hash 0).
+    pub fn new(name: &'a [u8], rule: NameRule) -> Option<DentryName<'a>> {
+        let (folded, strict) = match rule {
+            NameRule::Casefold { strict } if name != b"." && name != b".." => {
+                let folded = utf8_casefold(name);
+                if folded.is_none() && strict {
+                    return None;
+                }
+                (folded, strict)
+            }
+            _ => (None, false),
+        };
+        let hash = dentry_hash(folded.as_deref().unwrap_or(name));
+        Some(DentryName {
+            name,
+            hash,
+            folded,
+            strict,
+        })
+    }
+
+    /// True if the stored entry name `entry` is this name (after the hash
+    /// matched). A folded name matches entries that fold the same; an
+    /// entry that does not fold is compared byte for byte with the folded
+    /// name unless the directory is strict (f2fs_match_ci_name).
+    pub fn matches(&self, entry: &[u8]) -> bool {
+        match &self.folded {
+            None => entry == self.name,
+            Some(folded) => match utf8_casefold(entry) {
+                Some(entry_folded) => entry_folded == *folded,
+                None => !self.strict && entry == folded.as_slice(),
+            },
+        }
+    }
 }
 
 /// Read access to a dentry set (block or inline area).
@@ -158,12 +220,12 @@ impl<'a> DentrySet<'a> {
         Ok(out)
     }
 
-    /// Looks `name` up by hash then bytes.
-    pub fn find(&self, name: &[u8], hash: u32) -> Result<Option<DentryRef<'a>>> {
+    /// Looks `name` up by hash, then by the directory's comparison.
+    pub fn find(&self, name: &DentryName) -> Result<Option<DentryRef<'a>>> {
         Ok(self
             .entries()?
             .into_iter()
-            .find(|e| e.hash_code == hash && e.name == name))
+            .find(|e| e.hash_code == name.hash && name.matches(e.name)))
     }
 
     /// First run of `slots` free slots.
@@ -199,12 +261,12 @@ impl<'a> DentrySetMut<'a> {
         DentrySet::new(self.bytes, self.geo)
     }
 
-    /// Writes an entry at `slot`, marking all its slots used.
-    pub fn insert(&mut self, slot: usize, name: &[u8], ino: u32, file_type: u8) {
+    /// Writes an entry at `slot` stored under `hash`, marking all its slots used.
+    pub fn insert(&mut self, slot: usize, name: &[u8], hash: u32, ino: u32, file_type: u8) {
         let slots = name.len().div_ceil(F2FS_SLOT_LEN);
         debug_assert!(!name.is_empty() && slot + slots <= self.geo.nr_slots);
         let de = DirEntry {
-            hash_code: dentry_hash(name).into(),
+            hash_code: hash.into(),
             ino: ino.into(),
             name_len: (name.len() as u16).into(),
             file_type,
@@ -321,12 +383,12 @@ mod tests {
     fn insert_find_remove() {
         let mut block = vec![0u8; F2FS_BLKSIZE];
         let mut set = DentrySetMut::new(&mut block, DentryGeometry::BLOCK);
-        set.insert(0, b".", 3, file_type::DIR);
-        set.insert(1, b"..", 3, file_type::DIR);
+        set.insert(0, b".", 0, 3, file_type::DIR);
+        set.insert(1, b"..", 0, 3, file_type::DIR);
         let long = [b'x'; 20];
         let slot = set.as_set().find_free_run(3).unwrap();
         assert_eq!(slot, 2);
-        set.insert(slot, &long, 9, file_type::REG_FILE);
+        set.insert(slot, &long, dentry_hash(&long), 9, file_type::REG_FILE);
         let names: Vec<Vec<u8>> = set
             .as_set()
             .entries()
@@ -335,13 +397,37 @@ mod tests {
             .map(|e| e.name.to_vec())
             .collect();
         assert_eq!(names, vec![b".".to_vec(), b"..".to_vec(), long.to_vec()]);
-        let found = set
-            .as_set()
-            .find(&long, dentry_hash(&long))
-            .unwrap()
-            .unwrap();
+        let exact = DentryName::new(&long, NameRule::Exact).unwrap();
+        let found = set.as_set().find(&exact).unwrap().unwrap();
         assert_eq!(found.ino, 9);
         set.remove(slot, long.len());
         assert_eq!(set.as_set().entries().unwrap().len(), 2);
+    }
+
+    #[test]
+    fn casefolded_names() {
+        let folding = NameRule::Casefold { strict: false };
+        let strict = NameRule::Casefold { strict: true };
+        let mut block = vec![0u8; F2FS_BLKSIZE];
+        let mut set = DentrySetMut::new(&mut block, DentryGeometry::BLOCK);
+        let stored = DentryName::new("Straße".as_bytes(), folding).unwrap();
+        assert_eq!(stored.hash, dentry_hash(b"strasse"));
+        set.insert(0, stored.name, stored.hash, 5, file_type::REG_FILE);
+        let invalid = DentryName::new(b"x\xff", folding).unwrap();
+        assert_eq!(invalid.hash, dentry_hash(b"x\xff"));
+        set.insert(1, invalid.name, invalid.hash, 6, file_type::REG_FILE);
+        let set = set.as_set();
+        let find = |name: &[u8], rule| {
+            let name = DentryName::new(name, rule).unwrap();
+            set.find(&name).unwrap().map(|e| e.ino)
+        };
+        assert_eq!(find(b"STRASSE", folding), Some(5));
+        assert_eq!(find(b"strasse", strict), Some(5));
+        assert_eq!(find(b"STRASSE", NameRule::Exact), None);
+        assert_eq!(find(b"x\xff", folding), Some(6));
+        assert_eq!(find(b"X\xff", folding), None);
+        assert!(DentryName::new(b"x\xff", strict).is_none());
+        let dots = DentryName::new(b"..", strict).unwrap();
+        assert_eq!((dots.hash, dots.matches(b"..")), (0, true));
     }
 }

@@ -418,8 +418,15 @@ impl Fs {
             if let Some(creds) = caller {
                 super::perm::check_set_flags(creds, &inode, requested)?;
             }
-            let has_compression = self.superblock().has_feature(feature::COMPRESSION);
-            let stored = flags::flags_to_store(&inode, requested, has_compression)?;
+            let stored = flags::flags_to_store(&inode, requested, self.superblock().feature.get())?;
+            if (stored ^ inode.flags) & inode_flag::CASEFOLD != 0
+                && !crate::dir::is_empty_dir(ctx, &inode)?
+            {
+                return Err(Error::errno(
+                    libc::ENOTEMPTY,
+                    format!("casefolding of non-empty directory {ino}"),
+                ));
+            }
             let options = self.compress_options();
             let t = now();
             ctx.try_update_inode(ino, |raw| {

@@ -104,6 +104,7 @@ impl Fs {
                     rdev,
                 },
                 dir_level,
+                dir.flags,
             )?;
             let linked = (|| {
                 if kind == FileKind::Directory {

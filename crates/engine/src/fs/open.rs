@@ -13,6 +13,7 @@ use crate::segment::{SegmentManager, SitTable};
 use crate::stats::ShardedCounters;
 use crate::superblock::{load_superblock, LoadedSuperblock};
 use crate::tunables::Tunables;
+use f2fuse_layout::casefold::F2FS_ENC_STRICT_MODE_FL;
 use f2fuse_layout::node::inode_checksum_seed;
 use f2fuse_layout::superblock::SuperBlock;
 use f2fuse_layout::*;
@@ -86,6 +87,7 @@ impl Fs {
         let check = InodeCheck {
             features: sb.feature.get(),
             checksum_seed: inode_checksum_seed(&sb.uuid),
+            strict_encoding: sb.s_encoding_flags.get() & F2FS_ENC_STRICT_MODE_FL != 0,
         };
         let fs = Fs {
             dev,
