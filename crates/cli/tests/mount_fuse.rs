@@ -1189,6 +1189,87 @@ fn casefolded_directory_through_mount() {
     fsck_clean(&img, "casefolded names through the mount");
 }
 
+/// F2FS's compression ioctls by number (include/uapi/linux/f2fs.h), on
+/// `file`, with `arg` pointing at the argument (null for none).
+fn f2fs_ioctl(file: &fs::File, nr: u8, arg: *mut libc::c_void) -> std::io::Result<()> {
+    const COMMANDS: [(u8, libc::c_ulong); 7] = [
+        (17, 0x8008_f511), // GET_COMPRESS_BLOCKS, out u64
+        (18, 0x8008_f512), // RELEASE_COMPRESS_BLOCKS, out u64
+        (19, 0x8008_f513), // RESERVE_COMPRESS_BLOCKS, out u64
+        (21, 0x8002_f515), // GET_COMPRESS_OPTION, out struct f2fs_comp_option
+        (22, 0x4002_f516), // SET_COMPRESS_OPTION, in struct f2fs_comp_option
+        (23, 0xf517),      // DECOMPRESS_FILE
+        (24, 0xf518),      // COMPRESS_FILE
+    ];
+    let cmd = COMMANDS.iter().find(|c| c.0 == nr).expect("known ioctl").1;
+    // SAFETY: the fd is open and `arg` points at what `cmd` reads or writes.
+    if unsafe { libc::ioctl(file.as_raw_fd(), cmd, arg) } == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
+fn compress_blocks_ioctl(file: &fs::File, nr: u8) -> u64 {
+    let mut blocks = 0u64;
+    f2fs_ioctl(file, nr, (&mut blocks as *mut u64).cast()).unwrap();
+    blocks
+}
+
+#[test]
+fn compression_ioctls_through_mount() {
+    if !fuse_available() || !require_f2fs_tools() {
+        return;
+    }
+    let scratch = Scratch::new("mount-compress");
+    let img = scratch.join("img");
+    mkfs_f2fs(&img, 128 << 20, &["-O", "extra_attr,compression"]);
+    let m = Mount::new(
+        &img,
+        &scratch.join("mnt"),
+        "compress_mode=user,compress_extension=txt,no_writeback_cache",
+    );
+    let data = b"a line of compressible text\n".repeat(40_000);
+    let file = fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(m.path("a.txt"))
+        .unwrap();
+    let mut option = [0u8; 2];
+    f2fs_ioctl(&file, 21, option.as_mut_ptr().cast()).unwrap();
+    assert_eq!(option, [1, 2], "lz4, 4-block clusters");
+    let mut zstd = [2u8, 4];
+    f2fs_ioctl(&file, 22, zstd.as_mut_ptr().cast()).unwrap();
+    file.write_all_at(&data, 0).unwrap();
+    file.sync_all().unwrap();
+    assert_eq!(compress_blocks_ioctl(&file, 17), 0, "compress_mode=user");
+    f2fs_ioctl(&file, 24, std::ptr::null_mut()).unwrap();
+    let saved = compress_blocks_ioctl(&file, 17);
+    assert!(saved > data.len() as u64 / 4096 / 2, "{saved}");
+    assert_eq!(compress_blocks_ioctl(&file, 18), saved, "released");
+    assert_eq!(compress_blocks_ioctl(&file, 17), 0);
+    assert_eq!(errno_of(file.write_at(b"x", 0)), libc::EPERM);
+    assert_eq!(fs::read(m.path("a.txt")).unwrap(), data);
+    assert_eq!(compress_blocks_ioctl(&file, 19), saved, "reserved");
+    f2fs_ioctl(&file, 23, std::ptr::null_mut()).unwrap();
+    assert_eq!(compress_blocks_ioctl(&file, 17), 0, "decompressed");
+    let plain = fs::File::create(m.path("plain")).unwrap();
+    let err = f2fs_ioctl(&plain, 21, option.as_mut_ptr().cast()).unwrap_err();
+    assert_eq!(err.raw_os_error(), Some(libc::ENODATA));
+    drop((file, plain));
+    m.unmount();
+    fsck_clean(&img, "compression ioctls through the mount");
+    let fs = engine(&img);
+    let ino = fs.resolve("/a.txt").unwrap().ino;
+    let mut back = vec![0u8; data.len()];
+    assert_eq!(fs.read_ino(ino, 0, &mut back).unwrap(), data.len());
+    assert!(back == data);
+    let c = fs.inode(ino).unwrap().compression.unwrap();
+    assert_eq!((c.algorithm as u8, c.log_cluster_size), (2, 4));
+}
+
 /// With the write-back cache the kernel keeps mtime and ctime of writes
 /// itself and sends both when it writes the inode back: the image must
 /// hold exactly the times stat showed.

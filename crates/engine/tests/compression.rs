@@ -7,7 +7,7 @@
 
 mod support;
 
-use f2fuse_engine::compress::{decompress, CompressOptions};
+use f2fuse_engine::compress::{decompress, CompressMode, CompressOptions};
 use f2fuse_engine::fs::SetAttr;
 use f2fuse_engine::{Error, FallocMode, Fs};
 use f2fuse_layout::compress::CompressAlgorithm;
@@ -358,4 +358,155 @@ proptest! {
         stream.truncate(cut % (stream.len() + 1));
         let _ = decompress(algorithm, &stream, &mut out);
     }
+}
+
+fn errno<T: std::fmt::Debug>(result: Result<T, Error>) -> i32 {
+    result.unwrap_err().to_errno()
+}
+
+#[test]
+fn compression_ioctls_follow_the_kernel_rules() {
+    if !require_f2fs_tools() {
+        return;
+    }
+    let scratch = Scratch::new("compress-ioctls");
+    let img = compression_image(&scratch);
+    let data = text(300_000, 11);
+    let (ino, released) = {
+        let fs = open_writable(&img);
+        fs.set_compress_options(CompressOptions {
+            algorithm: CompressAlgorithm::Zstd,
+            level: 5,
+            ..Default::default()
+        })
+        .unwrap();
+        let dir = fs.mkdir(ROOT, b"c", 0o755, 0, 0).unwrap();
+        fs.set_flags(dir.ino, inode_flag::COMPR).unwrap();
+        let f = fs.create(dir.ino, b"f", 0o644, 0, 0).unwrap();
+        assert_eq!(
+            fs.compress_option(f.ino).unwrap(),
+            (CompressAlgorithm::Zstd, 2)
+        );
+        // An empty compressed file takes new options; the level follows the mount's algorithm.
+        let lz4 = fs.set_compress_option(f.ino, 1, 4).unwrap();
+        let c = lz4.compression.unwrap();
+        assert_eq!(
+            (c.algorithm, c.log_cluster_size, c.level()),
+            (CompressAlgorithm::Lz4, 4, 0)
+        );
+        let zstd = fs.set_compress_option(f.ino, 2, 3).unwrap();
+        assert_eq!(zstd.compression.unwrap().level(), 5);
+        assert_eq!(errno(fs.set_compress_option(f.ino, 4, 3)), libc::EINVAL);
+        assert_eq!(errno(fs.set_compress_option(f.ino, 1, 9)), libc::EINVAL);
+        let plain = fs.create(ROOT, b"plain", 0o644, 0, 0).unwrap();
+        assert_eq!(errno(fs.compress_option(plain.ino)), libc::ENODATA);
+        assert_eq!(errno(fs.set_compress_option(plain.ino, 1, 2)), libc::EINVAL);
+        assert_eq!(errno(fs.compress_blocks(plain.ino)), libc::EINVAL);
+        assert_eq!(errno(fs.release_compress_blocks(plain.ino)), libc::EINVAL);
+
+        assert_eq!(fs.write(f.ino, 0, &data).unwrap(), data.len());
+        assert_eq!(errno(fs.set_compress_option(f.ino, 1, 2)), libc::EFBIG);
+        // compress_mode=fs: writes compress, the ioctls that do it are refused.
+        assert_eq!(errno(fs.compress_file(f.ino)), libc::EOPNOTSUPP);
+        assert_eq!(errno(fs.decompress_file(f.ino)), libc::EOPNOTSUPP);
+        let saved = fs.compress_blocks(f.ino).unwrap();
+        assert!(saved > 0);
+        // Not released: nothing to reserve while blocks are still saved.
+        assert_eq!(fs.reserve_compress_blocks(f.ino).unwrap(), 0);
+
+        let free = fs.statfs().blocks_free;
+        assert_eq!(fs.release_compress_blocks(f.ino).unwrap(), saved);
+        assert_eq!(fs.statfs().blocks_free, free + saved);
+        assert_eq!(fs.compress_blocks(f.ino).unwrap(), 0);
+        assert_eq!(errno(fs.release_compress_blocks(f.ino)), libc::EINVAL);
+        assert_eq!(read_all(&fs, f.ino), data);
+        assert_eq!(errno(fs.write(f.ino, 0, b"x")), libc::EPERM);
+        let cut = SetAttr {
+            size: Some(1000),
+            ..Default::default()
+        };
+        assert_eq!(errno(fs.setattr(f.ino, &cut)), libc::EINVAL);
+        let alloc = FallocMode::Allocate { keep_size: true };
+        assert_eq!(errno(fs.fallocate(f.ino, 0, 4096, alloc)), libc::EPERM);
+        fs.unmount().unwrap();
+        (f.ino, saved)
+    };
+    assert_clean(&img);
+    let fs = open_writable(&img);
+    assert!(fs.inode(ino).unwrap().compression.unwrap().released);
+    assert_eq!(read_all(&fs, ino), data);
+    let free = fs.statfs().blocks_free;
+    assert_eq!(fs.reserve_compress_blocks(ino).unwrap(), released);
+    assert_eq!(fs.statfs().blocks_free, free - released);
+    assert_eq!(fs.compress_blocks(ino).unwrap(), released);
+    assert!(!fs.inode(ino).unwrap().compression.unwrap().released);
+    // Saving nothing and never released: EINVAL.
+    let dir = fs.resolve("/c").unwrap().ino;
+    let noisy = fs.create(dir, b"noise", 0o644, 0, 0).unwrap();
+    fs.write(noisy.ino, 0, &noise(50_000, 2)).unwrap();
+    assert_eq!(errno(fs.reserve_compress_blocks(noisy.ino)), libc::EINVAL);
+    fs.write(ino, 5, b"written again").unwrap();
+    fs.unmount().unwrap();
+    assert_clean(&img);
+
+    // Without the feature, as the kernel: EOPNOTSUPP.
+    let plain_img = scratch.join("plain.img");
+    mkfs_f2fs(&plain_img, 64 * MIB, &["-O", "extra_attr"]);
+    let fs = open_writable(&plain_img);
+    let f = fs.create(ROOT, b"f", 0o644, 0, 0).unwrap();
+    assert_eq!(errno(fs.compress_blocks(f.ino)), libc::EOPNOTSUPP);
+    assert_eq!(errno(fs.compress_option(f.ino)), libc::EOPNOTSUPP);
+}
+
+#[test]
+fn compress_mode_user_compresses_only_on_request() {
+    if !require_f2fs_tools() {
+        return;
+    }
+    let scratch = Scratch::new("compress-user-mode");
+    let img = compression_image(&scratch);
+    let fs = open_writable(&img);
+    fs.set_compress_options(CompressOptions {
+        mode: CompressMode::User,
+        ..Default::default()
+    })
+    .unwrap();
+    let dir = fs.mkdir(ROOT, b"c", 0o755, 0, 0).unwrap();
+    fs.set_flags(dir.ino, inode_flag::COMPR).unwrap();
+    let f = fs.create(dir.ino, b"f", 0o644, 0, 0).unwrap();
+    let mut data = text(2 * 1024 * 1024 + 5000, 3);
+    fs.write(f.ino, 0, &data).unwrap();
+    assert_eq!(
+        fs.compress_blocks(f.ino).unwrap(),
+        0,
+        "writes store raw clusters"
+    );
+    // Nothing compressed: decompressing is a no-op.
+    fs.decompress_file(f.ino).unwrap();
+    fs.compress_file(f.ino).unwrap();
+    let saved = fs.compress_blocks(f.ino).unwrap();
+    assert!(saved >= data.len() as u64 / 4096 / 4, "{saved}");
+    assert_eq!(read_all(&fs, f.ino), data);
+    // A write into a compressed cluster stores it raw again.
+    fs.write(f.ino, 100, b"raw again").unwrap();
+    data[100..109].copy_from_slice(b"raw again");
+    assert!(fs.compress_blocks(f.ino).unwrap() < saved);
+    fs.unmount().unwrap();
+    assert_clean(&img);
+
+    let fs = open_writable(&img);
+    fs.set_compress_options(CompressOptions {
+        mode: CompressMode::User,
+        ..Default::default()
+    })
+    .unwrap();
+    assert_eq!(read_all(&fs, f.ino), data);
+    fs.decompress_file(f.ino).unwrap();
+    assert_eq!(fs.compress_blocks(f.ino).unwrap(), 0);
+    assert!(fs.inode(f.ino).unwrap().compression.is_some(), "keeps +c");
+    assert_eq!(read_all(&fs, f.ino), data);
+    fs.release_compress_blocks(f.ino).unwrap();
+    assert_eq!(errno(fs.compress_file(f.ino)), libc::EINVAL);
+    fs.unmount().unwrap();
+    assert_clean(&img);
 }

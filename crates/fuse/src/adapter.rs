@@ -8,7 +8,7 @@
 //! last reference is gone, and its number cannot be reused meanwhile.
 
 use crate::convert::{decode_dev, file_attr, timestamp, to_f2fs, to_fuse};
-use crate::ioctl::{self, Command};
+use crate::ioctl::{self, Command, Compression};
 use crate::log;
 use f2fuse_engine::acl::AclKind;
 use f2fuse_engine::dir::DirEntryInfo;
@@ -473,7 +473,48 @@ impl F2fsFuse {
                 }
                 self.set_flags(req, &inode, (flags & !ioctl::COMMON_FLAGS) | common)
             }
+            Command::Compression(c) => self.compression_ioctl(req, ino, c),
         }
+    }
+
+    /// F2FS's compression ioctls. The kernel wants the file open for
+    /// writing to set options or convert it (else EBADF); FUSE does not
+    /// tell us how the descriptor was opened, so the caller must at least
+    /// be allowed to open it so.
+    fn compression_ioctl(&self, req: &Request, ino: u32, cmd: Compression) -> Res<Vec<u8>> {
+        let count = |n: u64| n.to_ne_bytes().to_vec();
+        if matches!(
+            cmd,
+            Compression::SetOption { .. } | Compression::CompressFile | Compression::DecompressFile
+        ) && self
+            .fs
+            .access(ino, &self.caller(req), Access::WRITE)
+            .is_err()
+        {
+            return Err(Errno::EBADF);
+        }
+        if !matches!(cmd, Compression::GetBlocks | Compression::GetOption) {
+            self.shared.change();
+        }
+        let result = match cmd {
+            Compression::GetBlocks => self.fs.compress_blocks(ino).map(count),
+            Compression::GetOption => self
+                .fs
+                .compress_option(ino)
+                .map(|(algorithm, log)| vec![algorithm as u8, log]),
+            Compression::ReleaseBlocks => self.fs.release_compress_blocks(ino).map(count),
+            Compression::ReserveBlocks => self.fs.reserve_compress_blocks(ino).map(count),
+            Compression::SetOption {
+                algorithm,
+                log_cluster_size,
+            } => self
+                .fs
+                .set_compress_option(ino, algorithm, log_cluster_size)
+                .map(|_| Vec::new()),
+            Compression::CompressFile => self.fs.compress_file(ino).map(|()| Vec::new()),
+            Compression::DecompressFile => self.fs.decompress_file(ino).map(|()| Vec::new()),
+        };
+        result.map_err(|e| errno(&e))
     }
 
     /// The VFS's rules (vfs_fileattr_set), checked by the engine: only the

@@ -1,6 +1,6 @@
 //! Mount configuration and `-o` option parsing.
 
-use f2fuse_engine::compress::CompressOptions;
+use f2fuse_engine::compress::{CompressMode, CompressOptions};
 use f2fuse_engine::tunables;
 use f2fuse_layout::compress::CompressAlgorithm;
 use std::time::Duration;
@@ -81,7 +81,8 @@ pub const OPTIONS_HELP: &str = "ro, rw, allow_other, default_permissions, thread
      dir_level, serialized_dio_pages, max_folio_order; \
      see `f2fuse tune`), and the compression options compress_algorithm=lzo|lz4[:LEVEL]|\
      zstd[:LEVEL]|lzo-rle, compress_log_size=2..8, compress_extension=EXT, \
-     nocompress_extension=EXT (each may be repeated), compress_chksum";
+     nocompress_extension=EXT (each may be repeated), compress_chksum, \
+     compress_mode=fs|user";
 
 fn seconds(name: &str, value: &str) -> Result<Duration, String> {
     let secs: f64 = value
@@ -166,6 +167,13 @@ impl MountConfig {
                 self.compress.nocompress_extensions.push(v.to_string())
             }
             ("compress_chksum", None) => self.compress.checksum = true,
+            ("compress_mode", Some(v)) => {
+                self.compress.mode = match v {
+                    "fs" => CompressMode::Fs,
+                    "user" => CompressMode::User,
+                    _ => return Err(format!("option compress_mode={v}: expected fs or user")),
+                }
+            }
             (flag, None) if KERNEL_FLAGS.contains(&flag) => {
                 // A later flag overrides its opposite ("noatime" after "atime").
                 let opposite = flag
@@ -199,7 +207,7 @@ mod tests {
         let mut c = MountConfig::default();
         c.apply_options(
             "compress_algorithm=zstd:3,compress_log_size=4,compress_extension=txt,\
-             compress_extension=log,nocompress_extension=jpg,compress_chksum",
+             compress_extension=log,nocompress_extension=jpg,compress_chksum,compress_mode=user",
         )
         .unwrap();
         assert_eq!(c.compress.algorithm, CompressAlgorithm::Zstd);
@@ -207,9 +215,11 @@ mod tests {
         assert_eq!(c.compress.extensions, ["txt", "log"]);
         assert_eq!(c.compress.nocompress_extensions, ["jpg"]);
         assert!(c.compress.checksum);
+        assert_eq!(c.compress.mode, CompressMode::User);
         for bad in [
             "compress_algorithm=gzip",
             "compress_log_size=9",
+            "compress_mode=auto",
             "compress_algorithm=lz4:x",
         ] {
             assert!(c.apply_option(bad).is_err(), "{bad}");

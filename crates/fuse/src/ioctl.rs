@@ -5,7 +5,8 @@
 //! fileattr_get/set send FUSE_IOCTL with FS_IOC_GETFLAGS/SETFLAGS (a 4-byte
 //! int) when flags are asked for, and FS_IOC_FSGETXATTR/FSSETXATTR (struct
 //! fsxattr) otherwise, which includes the read of the old attributes before
-//! every set. FS_IOC_GETVERSION arrives as the program sent it.
+//! every set. FS_IOC_GETVERSION and F2FS's compression ioctls arrive as the
+//! program sent them (FUSE forwards ioctls whose size the number encodes).
 
 use fuser::Errno;
 
@@ -15,6 +16,17 @@ const FS_IOC_GETVERSION: u32 = libc::FS_IOC_GETVERSION as u32;
 /// _IOR('X', 31, struct fsxattr) and _IOW('X', 32, struct fsxattr).
 const FS_IOC_FSGETXATTR: u32 = 0x801c_581f;
 const FS_IOC_FSSETXATTR: u32 = 0x401c_5820;
+
+/// F2FS's compression ioctls (include/uapi/linux/f2fs.h, magic 0xf5):
+/// _IOR(.., u64) for the block counts, _IOR/_IOW(.., struct
+/// f2fs_comp_option) and _IO for the file conversions.
+const F2FS_IOC_GET_COMPRESS_BLOCKS: u32 = 0x8008_f511;
+const F2FS_IOC_RELEASE_COMPRESS_BLOCKS: u32 = 0x8008_f512;
+const F2FS_IOC_RESERVE_COMPRESS_BLOCKS: u32 = 0x8008_f513;
+const F2FS_IOC_GET_COMPRESS_OPTION: u32 = 0x8002_f515;
+const F2FS_IOC_SET_COMPRESS_OPTION: u32 = 0x4002_f516;
+const F2FS_IOC_DECOMPRESS_FILE: u32 = 0x0000_f517;
+const F2FS_IOC_COMPRESS_FILE: u32 = 0x0000_f518;
 
 /// Size of struct fsxattr: xflags, extsize, nextents, projid, cowextsize, 8 pad bytes.
 pub const FSXATTR_SIZE: usize = 28;
@@ -55,6 +67,29 @@ pub enum Command {
         flags: u32,
         projid: u32,
     },
+    Compression(Compression),
+}
+
+/// F2FS's compression ioctls.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Compression {
+    GetBlocks,
+    ReleaseBlocks,
+    ReserveBlocks,
+    GetOption,
+    /// struct f2fs_comp_option: the algorithm and log2 of the cluster size.
+    SetOption {
+        algorithm: u8,
+        log_cluster_size: u8,
+    },
+    DecompressFile,
+    CompressFile,
+}
+
+impl From<Compression> for Command {
+    fn from(c: Compression) -> Command {
+        Command::Compression(c)
+    }
 }
 
 fn u32_at(data: &[u8], at: usize) -> Option<u32> {
@@ -75,6 +110,20 @@ pub fn decode(cmd: u32, in_data: &[u8], out_size: u32) -> Result<Command, Errno>
         FS_IOC_GETFLAGS => need_out(4).map(|()| Command::GetFlags),
         FS_IOC_GETVERSION => need_out(4).map(|()| Command::GetVersion),
         FS_IOC_FSGETXATTR => need_out(FSXATTR_SIZE).map(|()| Command::FsGetXattr),
+        F2FS_IOC_GET_COMPRESS_BLOCKS => need_out(8).map(|()| Compression::GetBlocks.into()),
+        F2FS_IOC_RELEASE_COMPRESS_BLOCKS => need_out(8).map(|()| Compression::ReleaseBlocks.into()),
+        F2FS_IOC_RESERVE_COMPRESS_BLOCKS => need_out(8).map(|()| Compression::ReserveBlocks.into()),
+        F2FS_IOC_GET_COMPRESS_OPTION => need_out(2).map(|()| Compression::GetOption.into()),
+        F2FS_IOC_SET_COMPRESS_OPTION => match in_data {
+            [algorithm, log_cluster_size, ..] => Ok(Compression::SetOption {
+                algorithm: *algorithm,
+                log_cluster_size: *log_cluster_size,
+            }
+            .into()),
+            _ => Err(Errno::EINVAL),
+        },
+        F2FS_IOC_DECOMPRESS_FILE => Ok(Compression::DecompressFile.into()),
+        F2FS_IOC_COMPRESS_FILE => Ok(Compression::CompressFile.into()),
         FS_IOC_SETFLAGS => u32_at(in_data, 0)
             .map(Command::SetFlags)
             .ok_or(Errno::EINVAL),
@@ -125,6 +174,13 @@ mod tests {
         assert_eq!(FS_IOC_FSGETXATTR, ioc(2, b'X', 31, FSXATTR_SIZE as u32));
         assert_eq!(FS_IOC_FSSETXATTR, ioc(1, b'X', 32, FSXATTR_SIZE as u32));
         assert_eq!(FS_IOC_GETFLAGS, ioc(2, b'f', 1, 8));
+        assert_eq!(F2FS_IOC_GET_COMPRESS_BLOCKS, ioc(2, 0xf5, 17, 8));
+        assert_eq!(F2FS_IOC_RELEASE_COMPRESS_BLOCKS, ioc(2, 0xf5, 18, 8));
+        assert_eq!(F2FS_IOC_RESERVE_COMPRESS_BLOCKS, ioc(2, 0xf5, 19, 8));
+        assert_eq!(F2FS_IOC_GET_COMPRESS_OPTION, ioc(2, 0xf5, 21, 2));
+        assert_eq!(F2FS_IOC_SET_COMPRESS_OPTION, ioc(1, 0xf5, 22, 2));
+        assert_eq!(F2FS_IOC_DECOMPRESS_FILE, ioc(0, 0xf5, 23, 0));
+        assert_eq!(F2FS_IOC_COMPRESS_FILE, ioc(0, 0xf5, 24, 0));
     }
 
     #[test]
@@ -149,5 +205,20 @@ mod tests {
         );
         assert_eq!(decode(FS_IOC_GETFLAGS, &[], 2), Err(Errno::EINVAL));
         assert_eq!(decode(0x1234, &[], 8), Err(Errno::ENOTTY));
+        assert_eq!(
+            decode(F2FS_IOC_SET_COMPRESS_OPTION, &[2, 4], 0),
+            Ok(Command::Compression(Compression::SetOption {
+                algorithm: 2,
+                log_cluster_size: 4
+            }))
+        );
+        assert_eq!(
+            decode(F2FS_IOC_SET_COMPRESS_OPTION, &[2], 0),
+            Err(Errno::EINVAL)
+        );
+        assert_eq!(
+            decode(F2FS_IOC_GET_COMPRESS_BLOCKS, &[], 4),
+            Err(Errno::EINVAL)
+        );
     }
 }

@@ -8,6 +8,9 @@
 //! they refuse is `Corrupt`, never zeros or a panic.
 
 pub mod lzo;
+mod manage;
+
+pub use manage::{release_blocks, reserve_blocks, rewrite_cluster};
 
 use crate::data::{data_kind, BlockMapper, DataPolicy};
 use crate::device::Device;
@@ -224,9 +227,21 @@ pub fn read_data(
 
 // ---- Writing ----
 
+/// The kernel's `compress_mode` mount option: when clusters of compressed
+/// files are compressed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum CompressMode {
+    /// At every write.
+    #[default]
+    Fs,
+    /// Only inside F2FS_IOC_COMPRESS_FILE; writes store clusters raw.
+    User,
+}
+
 /// How files given compression get it: the kernel's mount options
 /// `compress_algorithm` (with level), `compress_log_size`,
-/// `compress_chksum`, `compress_extension` and `nocompress_extension`.
+/// `compress_chksum`, `compress_extension`, `nocompress_extension` and
+/// `compress_mode`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CompressOptions {
     pub algorithm: CompressAlgorithm,
@@ -238,6 +253,7 @@ pub struct CompressOptions {
     pub extensions: Vec<String>,
     /// New files with these extensions are not, whatever their directory says.
     pub nocompress_extensions: Vec<String>,
+    pub mode: CompressMode,
 }
 
 impl Default for CompressOptions {
@@ -250,6 +266,7 @@ impl Default for CompressOptions {
             checksum: false,
             extensions: Vec::new(),
             nocompress_extensions: Vec::new(),
+            mode: CompressMode::Fs,
         }
     }
 }
@@ -378,10 +395,18 @@ fn add_compr_blocks(raw: &mut f2fuse_layout::node::Inode, delta: i64) {
 
 /// Stores cluster `cluster` of a compressed file whose size will be
 /// `size` with contents `data` (a whole cluster), out of place, as the
-/// kernel's write-back does: compressed when the cluster lies below EOF
-/// and saves a block, else raw (pages at or past EOF get no block; zero
-/// pages that were holes or reservations stay so).
-fn store_cluster(ctx: &Ctx, inode: &InodeInfo, cluster: u64, data: &[u8], size: u64) -> Result<()> {
+/// kernel's write-back does: compressed when `compress` allows it, the
+/// cluster lies below EOF and compression saves a block, else raw (pages
+/// at or past EOF get no block; zero pages that were holes or
+/// reservations stay so).
+fn store_cluster(
+    ctx: &Ctx,
+    inode: &InodeInfo,
+    cluster: u64,
+    data: &[u8],
+    size: u64,
+    compress: bool,
+) -> Result<()> {
     let compression = inode.compression.as_ref().expect("a compressed file");
     let cs = compression.cluster_blocks();
     let first = cluster * cs;
@@ -400,7 +425,7 @@ fn store_cluster(ctx: &Ctx, inode: &InodeInfo, cluster: u64, data: &[u8], size: 
         )
     };
     let old_shape = cluster_shape(&old).map_err(corrupt)?;
-    let stream = (first + cs <= size_blocks)
+    let stream = (compress && first + cs <= size_blocks)
         .then(|| compress_cluster(compression, data))
         .flatten()
         .map(|payload| build_cluster(&payload, compression.has_checksum()));
@@ -513,13 +538,15 @@ fn cluster_contents(ctx: &Ctx, ino: u32, cluster: u64, cluster_bytes: u64) -> Re
 
 /// Writes `data` at `offset` of a file, cluster by cluster for a
 /// compressed one (each cluster touched is read, changed and stored
-/// whole); other files are written by `data`.
+/// whole, compressed if `mode` says writes compress); other files are
+/// written by `data`.
 pub fn write_data(
     ctx: &Ctx,
     ino: u32,
     offset: u64,
     data: &[u8],
     policy: DataPolicy,
+    mode: CompressMode,
     allocated: &dyn Fn(),
 ) -> Result<usize> {
     let inode = ctx.inode(ino)?;
@@ -557,7 +584,14 @@ pub fn write_data(
         };
         buf[(from - start) as usize..(to - start) as usize]
             .copy_from_slice(&data[(from - offset) as usize..(to - offset) as usize]);
-        store_cluster(ctx, &ctx.inode(ino)?, cluster, &buf, size)?;
+        store_cluster(
+            ctx,
+            &ctx.inode(ino)?,
+            cluster,
+            &buf,
+            size,
+            mode == CompressMode::Fs,
+        )?;
     }
     let t = now();
     ctx.update_inode(ino, |raw| {
@@ -595,7 +629,8 @@ pub fn truncate(ctx: &Ctx, ino: u32, size: u64) -> Result<()> {
             let cluster = size / cluster_bytes;
             let mut buf = cluster_contents(ctx, ino, cluster, cluster_bytes)?;
             buf[(size % cluster_bytes) as usize..].fill(0);
-            store_cluster(ctx, &ctx.inode(ino)?, cluster, &buf, size)?;
+            // The cut cluster now reaches EOF: stored raw in any mode.
+            store_cluster(ctx, &ctx.inode(ino)?, cluster, &buf, size, false)?;
         }
         let first_gone = size.div_ceil(cluster_bytes);
         let current = ctx.inode(ino)?;
@@ -623,7 +658,9 @@ pub fn truncate(ctx: &Ctx, ino: u32, size: u64) -> Result<()> {
 
 /// fallocate on a compressed file: as the kernel, only preallocation
 /// (it reserves raw clusters' holes); the modes that move or drop blocks
-/// inside clusters are EOPNOTSUPP.
+/// inside clusters are EOPNOTSUPP. A released file is EPERM (as later
+/// kernels): reservations in its clusters would unbalance
+/// `i_compr_blocks` once they are reserved again.
 pub fn fallocate(
     ctx: &Ctx,
     ino: u32,
@@ -638,7 +675,20 @@ pub fn fallocate(
             format!("inode {ino}: {mode:?} on a compressed file"),
         ));
     }
+    if inode.compression.is_some_and(|c| c.released) {
+        return Err(Error::errno(
+            libc::EPERM,
+            format!("inode {ino}: compressed blocks were released"),
+        ));
+    }
     crate::data::fallocate(ctx, ino, offset, len, mode)
+}
+
+/// True when a file owns blocks besides its inode and xattr node (data,
+/// reservations, address nodes): the kernel's F2FS_HAS_BLOCKS, which only
+/// empty files fail.
+pub fn has_blocks(inode: &InodeInfo) -> bool {
+    inode.blocks > 1 + u64::from(inode.xattr_nid != 0)
 }
 
 /// Gives an empty regular file (or a directory, for the files created in
@@ -656,8 +706,8 @@ pub fn apply_compr_flag(
     if was == wants {
         return Ok(());
     }
-    let busy = inode.kind == crate::inode::FileKind::Regular
-        && (inode.size > 0 || inode.blocks > 1 + u64::from(inode.xattr_nid != 0));
+    let busy =
+        inode.kind == crate::inode::FileKind::Regular && (inode.size > 0 || has_blocks(inode));
     if busy {
         return Err(Error::errno(
             libc::EINVAL,

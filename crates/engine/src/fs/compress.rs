@@ -1,12 +1,16 @@
 //! Compression settings of a writable file system (the kernel's mount
-//! options) and the compression state new inodes get from them and from
-//! their directory.
+//! options), the compression state new inodes get from them and from
+//! their directory, and the compression ioctls (F2FS_IOC_*COMPRESS*).
 
+use super::file::WRITE_STEP;
+use super::locks::{Mode, WHOLE_FILE};
 use super::Fs;
-use crate::compress::CompressOptions;
+use crate::compress::{self, CompressMode, CompressOptions};
 use crate::error::{Error, Result};
-use crate::inode::{Ctx, FileKind};
-use f2fuse_layout::compress::{CompressAlgorithm, MAX_COMPRESS_LOG_SIZE, MIN_COMPRESS_LOG_SIZE};
+use crate::inode::{Ctx, FileKind, InodeInfo};
+use f2fuse_layout::compress::{
+    CompressAlgorithm, InodeCompression, MAX_COMPRESS_LOG_SIZE, MIN_COMPRESS_LOG_SIZE,
+};
 use f2fuse_layout::*;
 use std::ops::Range;
 
@@ -21,6 +25,14 @@ impl Fs {
         self.writer
             .as_ref()
             .map(|w| w.compress_options.lock().clone())
+            .unwrap_or_default()
+    }
+
+    /// When compressed files' clusters are compressed (`compress_mode`).
+    pub(super) fn compress_mode(&self) -> CompressMode {
+        self.writer
+            .as_ref()
+            .map(|w| w.compress_options.lock().mode)
             .unwrap_or_default()
     }
 
@@ -117,5 +129,210 @@ impl Fs {
             }
             None => blocks,
         }
+    }
+}
+
+/// EINVAL unless `inode` is a compressed file (what the ioctls answer for
+/// other files, except GET_COMPRESS_OPTION).
+fn compressed(inode: &InodeInfo) -> Result<InodeCompression> {
+    inode.compression.ok_or_else(|| {
+        Error::errno(
+            libc::EINVAL,
+            format!("inode {} is not compressed", inode.ino),
+        )
+    })
+}
+
+/// EINVAL for a file whose saved blocks were released.
+fn not_released(inode: &InodeInfo, c: &InodeCompression) -> Result<()> {
+    if c.released {
+        return Err(Error::errno(
+            libc::EINVAL,
+            format!("inode {}: compressed blocks were released", inode.ino),
+        ));
+    }
+    Ok(())
+}
+
+/// The compression ioctls, with the kernel's (6.1 fs/f2fs/file.c) checks
+/// and errors. The caller checks that the file was opened for writing
+/// where the kernel does (EBADF).
+impl Fs {
+    /// EOPNOTSUPP on an image without the compression feature.
+    fn require_compression(&self) -> Result<()> {
+        if self.superblock().has_feature(feature::COMPRESSION) {
+            Ok(())
+        } else {
+            Err(Error::errno(
+                libc::EOPNOTSUPP,
+                "the image has no compression feature",
+            ))
+        }
+    }
+
+    /// F2FS_IOC_GET_COMPRESS_OPTION: the algorithm and log2 of the cluster
+    /// size of compressed file `ino` (ENODATA for another file).
+    pub fn compress_option(&self, ino: u32) -> Result<(CompressAlgorithm, u8)> {
+        self.require_compression()?;
+        let inode = self.inode(ino)?;
+        let c = inode
+            .compression
+            .ok_or_else(|| Error::errno(libc::ENODATA, format!("inode {ino} is not compressed")))?;
+        Ok((c.algorithm, c.log_cluster_size))
+    }
+
+    /// F2FS_IOC_SET_COMPRESS_OPTION: gives empty compressed file `ino`
+    /// another algorithm (its number) and cluster size. EINVAL for values
+    /// out of range or a file that is not compressed, EFBIG for one with
+    /// blocks. The level is reset as the kernel does: the mount's level
+    /// if the algorithm is the mount's, else the algorithm's default.
+    pub fn set_compress_option(
+        &self,
+        ino: u32,
+        algorithm: u8,
+        log_cluster_size: u8,
+    ) -> Result<InodeInfo> {
+        self.require_compression()?;
+        self.healthy_writer()?;
+        let _range = self.locks().range(ino, WHOLE_FILE, Mode::Exclusive);
+        self.mutate(|ctx| {
+            let _inode = self.locks().inode(ino, Mode::Exclusive);
+            let inode = self.caller_inode(ctx, ino)?;
+            let current = compressed(&inode)?;
+            let algorithm = CompressAlgorithm::from_u8(algorithm)
+                .filter(|_| {
+                    (MIN_COMPRESS_LOG_SIZE..=MAX_COMPRESS_LOG_SIZE).contains(&log_cluster_size)
+                })
+                .ok_or_else(|| {
+                    Error::errno(
+                        libc::EINVAL,
+                        format!("compress option {algorithm}/{log_cluster_size}"),
+                    )
+                })?;
+            if compress::has_blocks(&inode) {
+                return Err(Error::errno(
+                    libc::EFBIG,
+                    format!("inode {ino}: compress option of a file with blocks"),
+                ));
+            }
+            let mount = self.compress_options();
+            let state = CompressOptions {
+                algorithm,
+                level: if algorithm == mount.algorithm {
+                    mount.level
+                } else {
+                    0
+                },
+                log_cluster_size,
+                checksum: current.has_checksum(),
+                ..Default::default()
+            }
+            .new_file_state();
+            let t = crate::inode::now();
+            ctx.update_inode(ino, |raw| {
+                state.store(raw);
+                crate::inode::set_ctime(raw, t);
+            })
+        })?;
+        self.inode(ino)
+    }
+
+    /// F2FS_IOC_GET_COMPRESS_BLOCKS: the blocks compression saves in
+    /// compressed file `ino` (`i_compr_blocks`).
+    pub fn compress_blocks(&self, ino: u32) -> Result<u64> {
+        self.require_compression()?;
+        Ok(compressed(&self.inode(ino)?)?.compr_blocks)
+    }
+
+    /// F2FS_IOC_RELEASE_COMPRESS_BLOCKS: gives the blocks compression
+    /// saves in file `ino` back to the file system and marks the file
+    /// released: it reads as before, but writes are EPERM and it can only
+    /// be truncated at a cluster boundary until they are reserved again.
+    /// Returns the blocks released. The kernel also refuses (EBUSY) while
+    /// another process has the file open for writing.
+    pub fn release_compress_blocks(&self, ino: u32) -> Result<u64> {
+        self.require_compression()?;
+        self.healthy_writer()?;
+        let _range = self.locks().range(ino, WHOLE_FILE, Mode::Exclusive);
+        self.mutate(|ctx| {
+            let _inode = self.locks().inode(ino, Mode::Exclusive);
+            let inode = self.caller_inode(ctx, ino)?;
+            not_released(&inode, &compressed(&inode)?)?;
+            compress::release_blocks(ctx, ino)
+        })
+    }
+
+    /// F2FS_IOC_RESERVE_COMPRESS_BLOCKS: takes back the blocks a release
+    /// gave away (ENOSPC if they are not free) and clears the released
+    /// mark; returns the blocks reserved. As the kernel, a file still
+    /// counting saved blocks is left as it is (0); one never released is EINVAL.
+    pub fn reserve_compress_blocks(&self, ino: u32) -> Result<u64> {
+        self.require_compression()?;
+        self.healthy_writer()?;
+        let _range = self.locks().range(ino, WHOLE_FILE, Mode::Exclusive);
+        self.mutate(|ctx| {
+            let _inode = self.locks().inode(ino, Mode::Exclusive);
+            let inode = self.caller_inode(ctx, ino)?;
+            let c = compressed(&inode)?;
+            if c.compr_blocks != 0 {
+                return Ok(0);
+            }
+            if !c.released {
+                return Err(Error::errno(
+                    libc::EINVAL,
+                    format!("inode {ino}: compressed blocks were not released"),
+                ));
+            }
+            compress::reserve_blocks(ctx, ino)
+        })
+    }
+
+    /// F2FS_IOC_COMPRESS_FILE: stores every whole cluster of compressed
+    /// file `ino` compressed where that saves a block. Only with
+    /// `compress_mode=user` (EOPNOTSUPP otherwise, as the kernel: in `fs`
+    /// mode writes compress already).
+    pub fn compress_file(&self, ino: u32) -> Result<()> {
+        self.rewrite_clusters(ino, true)
+    }
+
+    /// F2FS_IOC_DECOMPRESS_FILE: stores every cluster of compressed file
+    /// `ino` raw. The file keeps its compression flag. Only with
+    /// `compress_mode=user`, as the kernel.
+    pub fn decompress_file(&self, ino: u32) -> Result<()> {
+        self.rewrite_clusters(ino, false)
+    }
+
+    /// Rewrites the clusters of `ino` compressed or raw, a megabyte of
+    /// them per step so that checkpoints and cleaning can run between
+    /// steps; an error midway leaves the file partly converted (and
+    /// consistent), as the kernel's.
+    fn rewrite_clusters(&self, ino: u32, compress: bool) -> Result<()> {
+        self.require_compression()?;
+        if self.compress_mode() != CompressMode::User {
+            return Err(Error::errno(
+                libc::EOPNOTSUPP,
+                "compressing or decompressing a file needs compress_mode=user",
+            ));
+        }
+        self.healthy_writer()?;
+        let _range = self.locks().range(ino, WHOLE_FILE, Mode::Exclusive);
+        let inode = self.inode(ino)?;
+        let c = compressed(&inode)?;
+        not_released(&inode, &c)?;
+        if !compress && c.compr_blocks == 0 {
+            return Ok(());
+        }
+        let cs = c.cluster_blocks();
+        let clusters = inode.size_blocks().div_ceil(cs);
+        let per_step = (WRITE_STEP as u64 / (cs * F2FS_BLKSIZE as u64)).max(1);
+        for first in (0..clusters).step_by(per_step as usize) {
+            self.mutate(|ctx| {
+                let _inode = self.locks().inode(ino, Mode::Shared);
+                self.caller_inode(ctx, ino)?;
+                (first..clusters.min(first + per_step))
+                    .try_for_each(|cluster| compress::rewrite_cluster(ctx, ino, cluster, compress))
+            })?;
+        }
+        Ok(())
     }
 }

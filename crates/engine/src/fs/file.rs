@@ -117,7 +117,7 @@ pub(super) fn blocks_of(offset: u64, len: u64) -> Range<u64> {
 }
 
 /// A write is done in steps of this size, so cleaning can run between them.
-const WRITE_STEP: usize = 1 << 20;
+pub(super) const WRITE_STEP: usize = 1 << 20;
 
 /// Where one step of a write goes, and whether block 0 is held.
 #[derive(Clone, Copy)]
@@ -243,7 +243,9 @@ impl Fs {
                 self.check_unchanged(&inode, step.offset, buf)?;
             }
             let policy = self.data_policy.load();
-            crate::compress::write_data(ctx, ino, step.offset, buf, policy, &allocated).map(Some)
+            let mode = self.compress_mode();
+            crate::compress::write_data(ctx, ino, step.offset, buf, policy, mode, &allocated)
+                .map(Some)
         });
         allocated();
         written
