@@ -2,6 +2,7 @@
 //! (what `mkfs.f2fs` + `sload.f2fs -P` do, plus the metadata sload drops:
 //! xattrs, special files, nanosecond times, the root's attributes).
 
+use crate::build_compress::CompressArgs;
 use crate::put::{attrs_of, open_source};
 use crate::rw::{self, copy_data, describe, errno_of, fail, show, CopyError};
 use crate::size::{human, parse_size};
@@ -44,6 +45,8 @@ pub struct BuildArgs {
     /// No progress bar and no summary (warnings are still printed).
     #[arg(short = 'q', long)]
     pub quiet: bool,
+    #[command(flatten)]
+    pub compress: CompressArgs,
 }
 
 /// What the tree holds, from a first walk.
@@ -132,7 +135,7 @@ pub fn run(args: &BuildArgs) -> Result<(), String> {
         };
         let opts = MkfsOptions {
             label: args.label.clone().unwrap_or_default(),
-            features,
+            features: features | args.compress.features(),
             root_uid: src_md.uid(),
             root_gid: src_md.gid(),
             ..MkfsOptions::default()
@@ -143,6 +146,7 @@ pub fn run(args: &BuildArgs) -> Result<(), String> {
     }
 
     let (_lock, fs) = rw::open_rw(&args.image)?;
+    args.compress.configure(&fs)?;
     let free = fs.statfs().blocks_free * 4096;
     // Checked for fresh images only (adding to an image may replace files).
     if format && totals.need_bytes > free {
@@ -171,6 +175,7 @@ pub fn run(args: &BuildArgs) -> Result<(), String> {
         fs: &fs,
         owner: args.no_owner.then(rw::caller_ids),
         merge: !format,
+        compress: &args.compress,
         skip,
         links: HashMap::new(),
         warnings: Vec::new(),
@@ -216,6 +221,7 @@ struct Builder<'a> {
     owner: Option<(u32, u32)>,
     /// Adding to an existing file system: entries may already exist.
     merge: bool,
+    compress: &'a CompressArgs,
     /// The image file itself, if it lies inside the tree.
     skip: Option<HostId>,
     /// Host inode -> our inode, for hard links.
@@ -294,6 +300,9 @@ impl Builder<'_> {
             let inode = fs
                 .create(dir, name, perm, uid, gid)
                 .map_err(|e| fail(shown, &e))?;
+            self.compress
+                .start_file(fs, inode.ino, name)
+                .map_err(|e| fail(shown, &e))?;
             // Empty files are not opened (a mode-0000 one is fine without root).
             if md.len() > 0 {
                 let file = open_source(path).map_err(|e| format!("{}: {e}", path.display()))?;
@@ -326,7 +335,14 @@ impl Builder<'_> {
             self.links.insert(id_of(md), ino);
         }
         let size = ft.is_file().then_some(md.len());
-        self.finish_entry(ino, path, md, shown, size)
+        self.finish_entry(ino, path, md, shown, size)?;
+        // Last: a released file refuses the size finish_entry sets.
+        if ft.is_file() {
+            self.compress
+                .finish_file(fs, ino)
+                .map_err(|e| fail(shown, &e))?;
+        }
+        Ok(())
     }
 
     /// When adding to an existing image: clears the way for `name`. Returns

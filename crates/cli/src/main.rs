@@ -1,6 +1,7 @@
 //! `f2fuse`: F2FS images without a kernel module.
 
 mod build;
+mod build_compress;
 mod edit;
 mod extract;
 mod fsck;

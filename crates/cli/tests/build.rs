@@ -419,6 +419,92 @@ fn build_with_features_merge_and_self() {
     assert!(fs.resolve("/sub/new").is_ok());
 }
 
+/// `build -c` compresses as sload.f2fs does: the chosen files by
+/// extension, with the given algorithm and cluster size, released with -r.
+#[test]
+fn build_compressed_files() {
+    if !require_f2fs_tools() {
+        return;
+    }
+    let scratch = Scratch::new("build-compress");
+    let src = scratch.join("src");
+    std::fs::create_dir_all(src.join("sub")).unwrap();
+    let text = b"a line of compressible text\n".repeat(20_000);
+    let mut rng = Rng(5);
+    let noise: Vec<u8> = (0..100_000).map(|_| rng.below(256) as u8).collect();
+    std::fs::write(src.join("a.txt"), &text).unwrap();
+    std::fs::write(src.join("sub/b.TXT"), &text).unwrap();
+    std::fs::write(src.join("n.bin"), &noise).unwrap();
+    std::fs::write(src.join("plain"), &text).unwrap();
+    let (img, released) = (scratch.join("img"), scratch.join("released"));
+    // The compression options need -c (a usage error, from clap).
+    let lone = f2fuse(&[
+        "build".as_ref(),
+        src.as_os_str(),
+        img.as_os_str(),
+        "-a".as_ref(),
+        "lz4".as_ref(),
+    ]);
+    assert!(
+        lone.code == Some(2) && lone.stderr.contains("--compress"),
+        "{}",
+        lone.stderr
+    );
+    ok(&[
+        "build".as_ref(),
+        src.as_os_str(),
+        img.as_os_str(),
+        "-q".as_ref(),
+        "-c".as_ref(),
+        "-a".as_ref(),
+        "zstd".as_ref(),
+        "-L".as_ref(),
+        "4".as_ref(),
+        "-x".as_ref(),
+        "bin".as_ref(),
+    ]);
+    assert_fsck(&img, "build -c -x bin");
+    let fs = open(&img);
+    for (path, data, compressed) in [
+        ("/a.txt", &text, true),
+        ("/sub/b.TXT", &text, true),
+        ("/n.bin", &noise, false),
+        ("/plain", &text, true),
+    ] {
+        let inode = fs.inode(fs.resolve(path).unwrap().ino).unwrap();
+        let mut back = vec![0u8; data.len()];
+        assert_eq!(fs.read_ino(inode.ino, 0, &mut back).unwrap(), data.len());
+        assert!(back == *data, "{path}");
+        let c = inode.compression;
+        assert_eq!(c.is_some(), compressed, "{path}");
+        if let Some(c) = c {
+            assert_eq!((c.algorithm.name(), c.log_cluster_size), ("zstd", 4));
+            assert!(c.compr_blocks > 0 || path == "/n.bin");
+        }
+    }
+    ok(&[
+        "build".as_ref(),
+        src.as_os_str(),
+        released.as_os_str(),
+        "-q".as_ref(),
+        "-c".as_ref(),
+        "-i".as_ref(),
+        "txt".as_ref(),
+        "-r".as_ref(),
+    ]);
+    assert_fsck(&released, "build -c -i txt -r");
+    let fs = open(&released);
+    let a = fs.inode(fs.resolve("/a.txt").unwrap().ino).unwrap();
+    let c = a.compression.expect("a.txt compressed");
+    assert!(c.released && c.compr_blocks == 0);
+    let mut back = vec![0u8; text.len()];
+    assert_eq!(fs.read_ino(a.ino, 0, &mut back).unwrap(), text.len());
+    assert!(back == text);
+    // As sload.f2fs, extensions match case-sensitively.
+    let b = fs.inode(fs.resolve("/sub/b.TXT").unwrap().ino).unwrap();
+    assert!(b.compression.is_none());
+}
+
 #[test]
 fn build_errors() {
     if !require_f2fs_tools() {

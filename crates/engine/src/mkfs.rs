@@ -37,7 +37,8 @@ pub const MKFS_FEATURES: u32 = feature::EXTRA_ATTR
     | feature::INODE_CRTIME
     | feature::SB_CHKSUM
     | feature::LOST_FOUND
-    | feature::CASEFOLD;
+    | feature::CASEFOLD
+    | feature::COMPRESSION;
 
 /// Features that only make sense with the extra attribute area.
 const NEEDS_EXTRA_ATTR: u32 = feature::INODE_CHKSUM
@@ -177,7 +178,10 @@ pub fn format(dev: &Device, opts: &MkfsOptions, known_zero: bool) -> Result<Mkfs
     if opts.features & NEEDS_EXTRA_ATTR != 0 && opts.features & feature::EXTRA_ATTR == 0 {
         return Err(Error::errno(
             libc::EINVAL,
-            "inode_checksum, flexible_inline_xattr and inode_crtime need extra_attr",
+            format!(
+                "features {} need extra_attr",
+                feature::describe(opts.features & NEEDS_EXTRA_ATTR)
+            ),
         ));
     }
     let geo = compute(&GeometryOptions {

@@ -100,6 +100,7 @@ const CASES: &[(u64, u32, u32, &str)] = &[
     (1 << 30, 2, 1, ""),
     (1030 << 20, 4, 2, "extra_attr"),
     (3 << 30, 1, 1, "extra_attr,inode_checksum"),
+    (256 << 20, 1, 1, "extra_attr,inode_checksum,compression"),
     (64 << 30, 1, 1, ""),
 ];
 
