@@ -510,3 +510,74 @@ fn compress_mode_user_compresses_only_on_request() {
     fs.unmount().unwrap();
     assert_clean(&img);
 }
+
+#[test]
+fn compressed_write_out_of_space_is_short() {
+    if !require_f2fs_tools() {
+        return;
+    }
+    let scratch = Scratch::new("compress-enospc");
+    let img = scratch.join("small.img");
+    mkfs_f2fs(&img, 64 * MIB, &["-O", "extra_attr,compression"]);
+    let fs = open_writable(&img);
+    let dir = fs.mkdir(ROOT, b"c", 0o755, 0, 0).unwrap();
+    fs.set_flags(dir.ino, inode_flag::COMPR).unwrap();
+    let f = fs.create(dir.ino, b"big", 0o644, 0, 0).unwrap();
+    // Incompressible: every cluster is stored raw, so the image fills.
+    let data = noise(96 * MIB as usize, 8);
+    let n = fs.write(f.ino, 0, &data).unwrap();
+    assert!(n > 0 && n < data.len(), "{n}");
+    assert_eq!(fs.inode(f.ino).unwrap().size, n as u64);
+    assert_eq!(errno(fs.write(f.ino, n as u64, &data[n..])), libc::ENOSPC);
+    assert!(read_all(&fs, f.ino) == data[..n]);
+    fs.unmount().unwrap();
+    assert_clean(&img);
+}
+
+#[test]
+fn cleaning_moves_compressed_clusters() {
+    if !require_f2fs_tools() {
+        return;
+    }
+    let scratch = Scratch::new("compress-gc");
+    let img = compression_image(&scratch);
+    let mut kept = Vec::new();
+    {
+        let fs = open_writable(&img);
+        let files = write_compressed_files(&fs, CompressOptions::default(), 4);
+        // Fill with more compressed files, then free every other one so
+        // that the cold data segments are half invalid.
+        let dir = fs.resolve("/c").unwrap().ino;
+        for i in 0..60u64 {
+            let name = format!("f{i}");
+            let f = fs.create(dir, name.as_bytes(), 0o644, 0, 0).unwrap();
+            let mut data = text(300_000, i);
+            data.extend(noise(100_000, i));
+            fs.write(f.ino, 0, &data).unwrap();
+            if i % 2 == 0 {
+                kept.push((f.ino, data));
+            } else {
+                fs.unlink(dir, name.as_bytes()).unwrap();
+            }
+        }
+        kept.extend(files);
+        let before = fs.gc_stats().data_blocks_moved;
+        for _ in 0..40 {
+            fs.garbage_collect(true).unwrap();
+        }
+        assert!(
+            fs.gc_stats().data_blocks_moved > before,
+            "{:?}",
+            fs.gc_stats()
+        );
+        for (ino, data) in &kept {
+            assert!(read_all(&fs, *ino) == *data, "inode {ino}");
+        }
+        fs.unmount().unwrap();
+    }
+    assert_clean(&img);
+    let fs = open_read_only(&img);
+    for (ino, data) in &kept {
+        assert!(read_all(&fs, *ino) == *data, "inode {ino}");
+    }
+}

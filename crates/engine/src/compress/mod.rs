@@ -573,6 +573,8 @@ pub fn write_data(
     let end = offset + data.len() as u64;
     let size = inode.size.max(end);
     let cluster_bytes = compression.cluster_blocks() * F2FS_BLKSIZE as u64;
+    // Where the bytes stored so far end.
+    let mut stored = offset;
     for cluster in offset / cluster_bytes..end.div_ceil(cluster_bytes) {
         let start = cluster * cluster_bytes;
         let from = offset.max(start);
@@ -584,22 +586,23 @@ pub fn write_data(
         };
         buf[(from - start) as usize..(to - start) as usize]
             .copy_from_slice(&data[(from - offset) as usize..(to - offset) as usize]);
-        store_cluster(
-            ctx,
-            &ctx.inode(ino)?,
-            cluster,
-            &buf,
-            size,
-            mode == CompressMode::Fs,
-        )?;
+        let compress = mode == CompressMode::Fs;
+        match store_cluster(ctx, &ctx.inode(ino)?, cluster, &buf, size, compress) {
+            Ok(()) => stored = to,
+            // As plain writes: once some clusters are stored, running out
+            // of space (or another refusal) makes a short write; the
+            // caller sees the error at its next write.
+            Err(Error::Errno { .. }) if stored > offset => break,
+            Err(e) => return Err(e),
+        }
     }
     let t = now();
     ctx.update_inode(ino, |raw| {
-        raw.i_size.set(raw.i_size.get().max(end));
+        raw.i_size.set(raw.i_size.get().max(stored));
         set_mtime(raw, t);
         set_ctime(raw, t);
     })?;
-    Ok(data.len())
+    Ok((stored - offset) as usize)
 }
 
 /// Sets a file's size. A compressed file keeps whole clusters: a cluster
