@@ -9,7 +9,7 @@ use crate::data::{self, FallocMode, SeekTarget};
 use crate::error::{Error, Result};
 use crate::flags::{self, deny_if_immutable, deny_if_locked};
 use crate::inline;
-use crate::inode::{now, set_atime, set_ctime, set_mtime, FileKind, InodeInfo, Timestamp};
+use crate::inode::{set_atime, set_ctime, set_mtime, FileKind, InodeInfo, Timestamp};
 use crate::perm::Credentials;
 use crate::xattr::{self, SetMode};
 use f2fuse_layout::*;
@@ -346,7 +346,7 @@ impl Fs {
                 require_regular(&inode)?;
                 crate::compress::truncate(ctx, ino, size)?;
             }
-            let t = now();
+            let t = ctx.clock.now();
             let resolve = |ts: TimeSet| match ts {
                 TimeSet::Now => t,
                 TimeSet::At(x) => x,
@@ -396,7 +396,7 @@ impl Fs {
             let has_compression = self.superblock().has_feature(feature::COMPRESSION);
             let stored = flags::flags_to_store(&inode, requested, has_compression)?;
             let options = self.compress_options();
-            let t = now();
+            let t = ctx.clock.now();
             ctx.try_update_inode(ino, |raw| {
                 crate::compress::apply_compr_flag(&inode, raw, stored, &options)?;
                 raw.i_flags.set(stored);
