@@ -170,7 +170,11 @@ impl SparseDevice {
         let mut pos = file_hdr_sz;
         let mut block = 0u64;
         for index in 0..header.total_chunks.get() {
-            let at = |detail: String| bad(format!("chunk {index} (byte {pos}): {detail}"));
+            let at = |detail: String| -> Error {
+                Corrupt::new("sparse image", detail)
+                    .at(format!("chunk {index} (byte {pos})"))
+                    .into()
+            };
             let mut raw = [0u8; CHUNK_HEADER_LEN];
             read(pos, &mut raw, &format!("chunk {index}'s header"))?;
             let chunk = ChunkHeader::read_from_bytes(&raw).expect("exact size");
