@@ -161,7 +161,7 @@ impl SparseDevice {
                 "header sizes {file_hdr_sz}/{chunk_hdr_sz} below the format's {FILE_HEADER_LEN}/{CHUNK_HEADER_LEN}"
             )));
         }
-        if blk_sz == 0 || blk_sz % 4 != 0 {
+        if blk_sz == 0 || !blk_sz.is_multiple_of(4) {
             return Err(bad(format!("block size {blk_sz} is not a multiple of 4")));
         }
         let total_blks = header.total_blks.get() as u64;
@@ -494,7 +494,7 @@ pub fn write_sparse(raw: &File, out: &File) -> Result<()> {
         .metadata()
         .map_err(|e| Error::io("sizing the raw image", e))?
         .len();
-    if len % BLOCK as u64 != 0 {
+    if !len.is_multiple_of(BLOCK as u64) {
         return Err(Error::errno(
             libc::EINVAL,
             format!("raw image of {len} bytes: not a whole number of 4 KiB blocks"),
