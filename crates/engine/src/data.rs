@@ -347,7 +347,7 @@ pub fn extents(nm: &NodeManager, inode: &InodeInfo) -> Result<Vec<(u64, u32, u64
         .collect())
 }
 
-use crate::inode::{blocks_less, now, set_ctime, set_mtime, Ctx, FileKind as Kind};
+use crate::inode::{blocks_less, set_ctime, set_mtime, Ctx, FileKind as Kind};
 use f2fuse_layout::node::{max_file_blocks, I_ADDR_OFFSET};
 use f2fuse_layout::segment::Summary;
 
@@ -838,7 +838,7 @@ fn read_block_into(ctx: &Ctx, inode: &InodeInfo, index: u64, out: &mut [u8]) -> 
 }
 
 fn finish_write(ctx: &Ctx, ino: u32, end: u64) -> Result<()> {
-    let t = now();
+    let t = ctx.clock.now();
     ctx.update_inode(ino, |raw| {
         if end > raw.i_size.get() {
             raw.i_size.set(end);
@@ -1036,7 +1036,7 @@ pub fn truncate(ctx: &Ctx, ino: u32, size: u64) -> Result<()> {
             truncate_blocks(ctx, ino, size.div_ceil(bs))?;
         }
     }
-    let t = now();
+    let t = ctx.clock.now();
     ctx.update_inode(ino, |raw| {
         raw.i_size.set(size);
         set_mtime(raw, t);
@@ -1208,7 +1208,7 @@ pub fn fallocate(ctx: &Ctx, ino: u32, offset: u64, len: u64, mode: FallocMode) -
             None
         }
     };
-    let t = now();
+    let t = ctx.clock.now();
     ctx.update_inode(ino, |raw| {
         if let Some(size) = grow_to.filter(|&s| s > raw.i_size.get()) {
             raw.i_size.set(size);

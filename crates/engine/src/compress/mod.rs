@@ -339,7 +339,7 @@ fn zstd_compress(level: u8, data: &[u8], limit: usize) -> Option<Vec<u8>> {
 }
 
 use crate::data::{addr_slot, get_addr, set_addr, AddrSlot};
-use crate::inode::{blocks_less, now, set_ctime, set_mtime, Ctx};
+use crate::inode::{blocks_less, set_ctime, set_mtime, Ctx};
 use f2fuse_layout::compress::{
     build_cluster, COMPRESS_CHKSUM, COMPRESS_HEADER_SIZE, COMPRESS_LEVEL_OFFSET,
     I_COMPR_BLOCKS_OFFSET,
@@ -559,7 +559,7 @@ pub fn write_data(
             .copy_from_slice(&data[(from - offset) as usize..(to - offset) as usize]);
         store_cluster(ctx, &ctx.inode(ino)?, cluster, &buf, size)?;
     }
-    let t = now();
+    let t = ctx.clock.now();
     ctx.update_inode(ino, |raw| {
         raw.i_size.set(raw.i_size.get().max(end));
         set_mtime(raw, t);
@@ -610,7 +610,7 @@ pub fn truncate(ctx: &Ctx, ino: u32, size: u64) -> Result<()> {
             ctx.update_inode(ino, |raw| add_compr_blocks(raw, -(saved as i64)))?;
         }
     }
-    let t = now();
+    let t = ctx.clock.now();
     ctx.update_inode(ino, |raw| {
         raw.i_size.set(size);
         if size == 0 {

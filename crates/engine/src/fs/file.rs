@@ -9,7 +9,7 @@ use crate::data::{self, FallocMode, SeekTarget};
 use crate::error::{Error, Result};
 use crate::flags::{self, deny_if_immutable, deny_if_locked};
 use crate::inline;
-use crate::inode::{now, set_atime, set_ctime, set_mtime, FileKind, InodeInfo, Timestamp};
+use crate::inode::{set_atime, set_ctime, set_mtime, FileKind, InodeInfo, Timestamp};
 use crate::perm::Credentials;
 use crate::xattr::{self, SetMode};
 use f2fuse_layout::*;
@@ -371,7 +371,7 @@ impl Fs {
                 require_regular(&inode)?;
                 crate::compress::truncate(ctx, ino, size)?;
             }
-            let t = now();
+            let t = ctx.clock.now();
             let resolve = |ts: TimeSet| match ts {
                 TimeSet::Now => t,
                 TimeSet::At(x) => x,
@@ -428,7 +428,7 @@ impl Fs {
                 ));
             }
             let options = self.compress_options();
-            let t = now();
+            let t = ctx.clock.now();
             ctx.try_update_inode(ino, |raw| {
                 crate::compress::apply_compr_flag(&inode, raw, stored, &options)?;
                 raw.i_flags.set(stored);
