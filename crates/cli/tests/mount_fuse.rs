@@ -2062,3 +2062,237 @@ fn touch_of_append_only_file() {
         |_| {},
     );
 }
+/// The atime of `path` in seconds.
+fn atime_of(path: &Path) -> i64 {
+    fs::metadata(path).unwrap().atime()
+}
+
+/// atime on read: relatime by default (updated when older than the mtime,
+/// or a day old), strictatime (every read the daemon sees), noatime
+/// (never); the times reach the image.
+#[test]
+fn atime_follows_the_mount_options() {
+    if !fuse_available() {
+        return;
+    }
+    const OLD: i64 = 1_000_000_000;
+    for (opts, updated_twice) in [
+        ("", Some(false)),
+        ("strictatime", Some(true)),
+        ("noatime", None),
+    ] {
+        let scratch = Scratch::new("mount-atime");
+        let img = scratch.join("img");
+        f2fuse_mkfs(&img, "64M");
+        let m = Mount::new(&img, &scratch.join("mnt"), opts);
+        let f = m.path("f");
+        fs::write(&f, b"data").unwrap();
+        // Written a moment ago, last read long ago.
+        let c = cstr(&f);
+        let times = [
+            libc::timespec {
+                tv_sec: OLD,
+                tv_nsec: 0,
+            },
+            libc::timespec {
+                tv_sec: 0,
+                tv_nsec: libc::UTIME_OMIT,
+            },
+        ];
+        // SAFETY: a valid path and two timespecs.
+        assert_eq!(
+            unsafe { libc::utimensat(libc::AT_FDCWD, c.as_ptr(), times.as_ptr(), 0) },
+            0
+        );
+        fs::read(&f).unwrap();
+        let first = atime_of(&f);
+        match updated_twice {
+            None => assert_eq!(first, OLD, "-o {opts}: no update"),
+            Some(_) => assert!(first > OLD, "-o {opts}: read after the write"),
+        }
+        // A second read: relatime leaves an atime newer than the mtime and
+        // the ctime (which the utimensat sets to now).
+        let recent = first + 100;
+        let times = [
+            libc::timespec {
+                tv_sec: recent,
+                tv_nsec: 0,
+            },
+            libc::timespec {
+                tv_sec: first - 5,
+                tv_nsec: 0,
+            },
+        ];
+        // SAFETY: as above.
+        assert_eq!(
+            unsafe { libc::utimensat(libc::AT_FDCWD, c.as_ptr(), times.as_ptr(), 0) },
+            0
+        );
+        fs::read(&f).unwrap();
+        let second = atime_of(&f);
+        match updated_twice {
+            None => assert_eq!(second, recent),
+            Some(true) => assert!(second < recent, "-o {opts}: every read"),
+            Some(false) => assert_eq!(second, recent, "-o {opts}: relatime"),
+        }
+        // Directories: listing one is a read.
+        fs::create_dir(m.path("d")).unwrap();
+        let d = cstr(&m.path("d"));
+        let times = [
+            libc::timespec {
+                tv_sec: OLD,
+                tv_nsec: 0,
+            },
+            libc::timespec {
+                tv_sec: 0,
+                tv_nsec: libc::UTIME_OMIT,
+            },
+        ];
+        // SAFETY: as above.
+        assert_eq!(
+            unsafe { libc::utimensat(libc::AT_FDCWD, d.as_ptr(), times.as_ptr(), 0) },
+            0
+        );
+        fs::read_dir(m.path("d")).unwrap().for_each(drop);
+        let dir_atime = atime_of(&m.path("d"));
+        assert_eq!(
+            dir_atime > OLD,
+            updated_twice.is_some(),
+            "-o {opts}: directory"
+        );
+        m.unmount();
+        fsck_clean(&img, "atime updates");
+        let fs = engine(&img);
+        assert_eq!(fs.resolve("/f").unwrap().atime.sec, second, "-o {opts}");
+        assert_eq!(fs.resolve("/d").unwrap().atime.sec, dir_atime, "-o {opts}");
+    }
+}
+
+/// The fuse.TYPE of the mount at `mnt` and its mount flags, from /proc/self/mountinfo.
+fn mount_entry(mnt: &Path) -> (String, String) {
+    let info = fs::read_to_string("/proc/self/mountinfo").unwrap();
+    let wanted = mnt.to_str().unwrap();
+    let line = info
+        .lines()
+        .rev()
+        .find(|l| l.split(' ').nth(4) == Some(wanted))
+        .unwrap();
+    let fields: Vec<&str> = line.split(' ').collect();
+    let dash = fields.iter().position(|f| *f == "-").unwrap();
+    (fields[dash + 1].to_string(), fields[5].to_string())
+}
+
+/// Runs scripts/mount.fuse.f2fuse as mount(8) would.
+fn mount_helper(args: &[&OsStr]) -> Output {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/mount.fuse.f2fuse");
+    Command::new("sh")
+        .arg(script)
+        .args(args)
+        .env("F2FUSE", env!("CARGO_BIN_EXE_f2fuse"))
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
+}
+
+/// What generic FUSE tooling expects: `-o subtype=`, the mount(8) helper's
+/// remount branch (ro and back to rw) and suid/dev for root, and a mount
+/// right after unmounting the same image (the previous daemon still
+/// writing its last checkpoint).
+#[test]
+fn mount_conventions() {
+    if !fuse_available() {
+        return;
+    }
+    // SAFETY: getuid has no preconditions.
+    if unsafe { libc::getuid() } != 0 {
+        eprintln!("SKIPPING mount_conventions: needs root (mount(8), suid)");
+        return;
+    }
+    let scratch = Scratch::new("mount-conventions");
+    let img = scratch.join("img");
+    f2fuse_mkfs(&img, "64M");
+    let mnt = scratch.join("mnt");
+    let m = Mount::new(&img, &mnt, "subtype=f2test");
+    assert_eq!(mount_entry(&m.mnt).0, "fuse.f2test");
+    fs::write(m.path("f"), b"1").unwrap();
+    // Unmount and mount again at once: the new daemon waits for the old
+    // one, which here serves a file still open on the detached mount for
+    // another half second.
+    let held = fs::File::open(m.path("f")).unwrap();
+    let out = Command::new("fusermount3")
+        .args(["-u", "-z"])
+        .arg(&m.mnt)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let mut m = m;
+    m.mounted = false;
+    drop(m);
+    let closer = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(500));
+        drop(held);
+    });
+
+    // mount(8) passes the options it does not turn into flags; root's
+    // mount without nosuid/nodev gets suid and dev, as any file system.
+    let out = mount_helper(&[
+        img.as_os_str(),
+        mnt.as_os_str(),
+        "-o".as_ref(),
+        "rw,allow_other".as_ref(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let m = Mount {
+        img: img.clone(),
+        mnt: mnt.canonicalize().unwrap(),
+        mounted: true,
+    };
+    closer.join().unwrap();
+    assert_eq!(
+        fs::read(m.path("f")).unwrap(),
+        b"1",
+        "the earlier daemon's data"
+    );
+    let (kind, flags) = mount_entry(&m.mnt);
+    assert_eq!(kind, "fuse.f2fuse");
+    assert!(
+        !flags.contains("nosuid") && !flags.contains("nodev"),
+        "{flags}"
+    );
+    // mount -o remount,ro: mount(8) hands the helper the whole option list.
+    let remount = |change: &str| {
+        let opts = format!("{change},nosuid,relatime,remount,user_id=0,group_id=0,allow_other");
+        mount_helper(&[
+            img.as_os_str(),
+            m.mnt.as_os_str(),
+            "-o".as_ref(),
+            opts.as_ref(),
+        ])
+    };
+    let out = remount("ro");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let (_, flags) = mount_entry(&m.mnt);
+    assert!(
+        flags.starts_with("ro,") && flags.contains("nosuid"),
+        "{flags}"
+    );
+    assert_eq!(errno_of(fs::write(m.path("g"), b"")), libc::EROFS);
+    let out = remount("rw");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    fs::write(m.path("g"), b"2").unwrap();
+    m.unmount();
+    fsck_clean(&img, "remounting");
+    assert!(engine(&img).resolve("/g").is_ok());
+}

@@ -53,7 +53,7 @@ impl FileKind {
 }
 
 /// Seconds and nanoseconds.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]
 pub struct Timestamp {
     pub sec: i64,
     pub nsec: u32,

@@ -12,7 +12,8 @@ use crate::ioctl::{self, Command};
 use crate::log;
 use f2fuse_engine::acl::AclKind;
 use f2fuse_engine::dir::DirEntryInfo;
-use f2fuse_engine::fs::{RenameFlags as EngineRenameFlags, SetAttr, TimeSet};
+use f2fuse_engine::fs::{AtimePolicy, RenameFlags as EngineRenameFlags, SetAttr, TimeSet};
+use f2fuse_engine::inode::now;
 use f2fuse_engine::xattr::SetMode;
 use f2fuse_engine::{
     Access, AsUser, Credentials, Error, FallocMode, FileKind, Fs, InodeInfo, SeekTarget,
@@ -185,6 +186,9 @@ pub struct AdapterConfig {
     /// included (FUSE_POSIX_ACL). Otherwise the adapter checks every
     /// request for the process that sent it (`Fs::as_user`).
     pub default_permissions: bool,
+    /// Which reads update access times. FUSE inodes are S_NOATIME: the
+    /// kernel leaves atime to the daemon.
+    pub atime: AtimePolicy,
 }
 
 pub struct F2fsFuse {
@@ -367,18 +371,33 @@ impl F2fsFuse {
         Ok(())
     }
 
-    /// How a file is opened. Normally through the kernel's cache, kept
+    /// How `inode` is opened. Normally through the kernel's cache, kept
     /// across opens (every change comes through this kernel, so it stays
     /// valid). With the write-back cache, write(2) returns before we see the
     /// data, so an ENOSPC met at write-back could only be reported by a later
     /// fsync or close; when space runs low, files opened for writing bypass
     /// the cache (FOPEN_DIRECT_IO) so that write(2) itself reports ENOSPC.
-    fn open_mode(&self, open_flags: i32) -> FopenFlags {
-        let writing = open_flags & libc::O_ACCMODE != libc::O_RDONLY;
-        if self.cfg.writeback_cache && writing && self.low_on_space() {
+    /// Reads served from the cache never reach us, so when the next read
+    /// is due to update the atime the cache is dropped at open (no
+    /// FOPEN_KEEP_CACHE) and the first reads come to us.
+    fn open_mode(&self, inode: &InodeInfo, open_flags: i32) -> FopenFlags {
+        let access = open_flags & libc::O_ACCMODE;
+        if self.cfg.writeback_cache && access != libc::O_RDONLY && self.low_on_space() {
             FopenFlags::FOPEN_DIRECT_IO
+        } else if access != libc::O_WRONLY && self.cfg.atime.is_due(inode, now()) {
+            FopenFlags::empty()
         } else {
             FopenFlags::FOPEN_KEEP_CACHE
+        }
+    }
+
+    /// A read of `ino`: updates its atime if the policy says so.
+    fn note_access(&self, ino: u32) {
+        match self.fs.note_access(ino, self.cfg.atime) {
+            Ok(true) => self.shared.change(),
+            Ok(false) => {}
+            // Linux ignores a failed atime update too.
+            Err(e) => log(&format!("access time of inode {ino}: {e}")),
         }
     }
 
@@ -518,6 +537,8 @@ impl F2fsFuse {
         }
         let list = Arc::new(self.fs.read_dir(dir).map_err(|e| errno(&e))?);
         self.dirs.lock().insert(fh, list.clone());
+        // Reading a directory is an access (as iterate_dir's file_accessed).
+        self.note_access(dir);
         Ok(list)
     }
 
@@ -937,9 +958,9 @@ impl Filesystem for F2fsFuse {
                 .map_err(|e| errno(&e)),
         });
         match opened {
-            Ok(_) => {
+            Ok(inode) => {
                 let _ = self.fs.open_inode(ino);
-                let mode = self.open_mode(flags.0);
+                let mode = self.open_mode(&inode, flags.0);
                 reply.opened(self.new_fh(mode), mode);
             }
             Err(e) => reply.error(e),
@@ -960,7 +981,12 @@ impl Filesystem for F2fsFuse {
         self.shared.request();
         let ino = ino_or_reply!(ino, reply);
         match self.do_read(ino, offset, size) {
-            Ok(data) => reply.data(&data),
+            Ok(data) => {
+                // Before answering: the kernel fetches the atime again
+                // once the read is done.
+                self.note_access(ino);
+                reply.data(&data);
+            }
             Err(e) => reply.error(e),
         }
     }
@@ -1306,7 +1332,7 @@ impl Filesystem for F2fsFuse {
             Ok(inode) => {
                 self.kernel_ref(inode.ino);
                 let _ = self.fs.open_inode(inode.ino);
-                let mode = self.open_mode(flags);
+                let mode = self.open_mode(&inode, flags);
                 reply.created(
                     &self.entry_ttl(),
                     &file_attr(&inode),
