@@ -2214,6 +2214,8 @@ fn mount_conventions() {
     let mnt = scratch.join("mnt");
     let m = Mount::new(&img, &mnt, "subtype=f2test");
     assert_eq!(mount_entry(&m.mnt).0, "fuse.f2test");
+    let out = tune(&m.mnt, Some("cp_interval"));
+    assert_eq!(stdout_of(&out), "60\n", "f2fuse tune finds it: {out:?}");
     fs::write(m.path("f"), b"1").unwrap();
     // Unmount and mount again at once: the new daemon waits for the old
     // one, which here serves a file still open on the detached mount for
