@@ -18,6 +18,7 @@ pub use adapter::{AdapterConfig, F2fsFuse, Shared};
 pub use config::{MountConfig, OPTIONS_HELP};
 use control::ControlServer;
 
+use f2fuse_engine::fs::AtimePolicy;
 use f2fuse_engine::{Fs, OpenOptions};
 use fuser::{MountOption, Session, SessionACL, SessionUnmounter};
 use parking_lot::{Condvar, Mutex};
@@ -473,7 +474,12 @@ fn serve_blocked(
             ttl: cfg.ttl,
             writeback_cache: cfg.writeback_cache && !cfg.read_only,
             default_permissions: cfg.default_permissions,
-            atime: cfg.atime,
+            // Nothing is written on a read-only mount, atimes neither.
+            atime: if cfg.read_only {
+                AtimePolicy::Never
+            } else {
+                cfg.atime
+            },
         },
         shared.clone(),
     );
