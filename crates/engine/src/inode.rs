@@ -54,7 +54,7 @@ impl FileKind {
 }
 
 /// Seconds and nanoseconds.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]
 pub struct Timestamp {
     pub sec: i64,
     pub nsec: u32,
@@ -441,7 +441,7 @@ impl InodeClock {
 }
 
 /// Current time as an inode timestamp.
-fn wall_time() -> Timestamp {
+pub fn wall_time() -> Timestamp {
     let d = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap_or_default();

@@ -39,6 +39,7 @@
 //! lookups (a lookup sees a rename's new name before the old one goes);
 //! each attribute change.
 
+mod atime;
 mod clean;
 mod compress;
 mod evict;
@@ -52,6 +53,7 @@ mod read;
 mod sync;
 mod xattr;
 
+pub use atime::AtimePolicy;
 pub use file::{SetAttr, TimeSet};
 pub use namei::RenameFlags;
 pub use perm::{AsUser, OPEN_FOR_EXEC};
