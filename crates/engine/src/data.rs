@@ -743,15 +743,7 @@ pub fn write_data(
     if data.is_empty() {
         return Ok(0);
     }
-    let max = max_file_blocks(inode.addrs()) * F2FS_BLKSIZE as u64;
-    if offset >= max {
-        return Err(Error::errno(
-            libc::EFBIG,
-            format!("inode {ino}: write past the largest file size"),
-        ));
-    }
-    // Like the kernel, a write crossing the largest file size stops there.
-    let data = &data[..(data.len() as u64).min(max - offset) as usize];
+    let data = within_largest_file(&inode, offset, data)?;
     let end = offset + data.len() as u64;
     if inline::has_inline_data(&inode) {
         if end <= inode.layout.max_inline_data() as u64 {
@@ -807,6 +799,19 @@ pub fn write_data(
             Ok(written as usize)
         }
     }
+}
+
+/// The part of a write of `data` at `offset` below the largest file size
+/// (like the kernel, a write crossing it stops there); EFBIG if none is.
+pub fn within_largest_file<'d>(inode: &InodeInfo, offset: u64, data: &'d [u8]) -> Result<&'d [u8]> {
+    let max = max_file_blocks(inode.addrs()) * F2FS_BLKSIZE as u64;
+    if offset >= max {
+        return Err(Error::errno(
+            libc::EFBIG,
+            format!("inode {}: write past the largest file size", inode.ino),
+        ));
+    }
+    Ok(&data[..(data.len() as u64).min(max - offset) as usize])
 }
 
 /// Moves a file's inline bytes to block 0 (the kernel converts before a file

@@ -535,14 +535,7 @@ pub fn write_data(
     if data.is_empty() {
         return Ok(0);
     }
-    let max = max_file_blocks(inode.addrs()) * F2FS_BLKSIZE as u64;
-    if offset >= max {
-        return Err(Error::errno(
-            libc::EFBIG,
-            format!("inode {ino}: write past the largest file size"),
-        ));
-    }
-    let data = &data[..(data.len() as u64).min(max - offset) as usize];
+    let data = crate::data::within_largest_file(&inode, offset, data)?;
     let end = offset + data.len() as u64;
     let size = inode.size.max(end);
     let cluster_bytes = compression.cluster_blocks() * F2FS_BLKSIZE as u64;
