@@ -19,7 +19,8 @@
 #
 # Output: OUTDIR (bench/results/units-DATE)/results.csv (label,workload,metric,value,unit)
 # and results.md. Knobs: SCRATCH=/var/tmp/f2fuse-bench, IMG_SIZE=1G, F2FUSE (built when
-# unset), NULL_FS (built when unset), ALLOC_VALUES, FOLIO_VALUES, PARTS.
+# unset), NULL_FS (built when unset), ALLOC_VALUES, FOLIO_VALUES, PARTS, and BASELINE=PATH
+# (an older f2fuse binary: its W4 rows too, labelled `before`, mounted with defaults).
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/.." && pwd)
@@ -122,7 +123,13 @@ w4_rows() {
 }
 
 folio_part() {
-    local order
+    local order current=$F2FUSE
+    if [[ -n ${BASELINE:-} ]]; then
+        F2FUSE=$BASELINE
+        if setup_f2fuse before; then w4_rows before; fi
+        teardown_peer
+        F2FUSE=$current
+    fi
     for order in $FOLIO_VALUES; do
         setup_f2fuse "folio-$order" "max_folio_order=$order" || { teardown_peer; continue; }
         w4_rows "max_folio_order=$order"

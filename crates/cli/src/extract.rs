@@ -8,7 +8,6 @@ use indicatif::{ProgressBar, ProgressStyle};
 use std::collections::{HashMap, HashSet};
 use std::ffi::{CString, OsStr};
 use std::fs::{self, File};
-use std::io::{Seek, SeekFrom, Write};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{symlink, FileExt};
 use std::path::{Path, PathBuf};
@@ -38,6 +37,8 @@ struct Extractor<'a> {
     /// Directories whose times and modes are set after their children.
     finish_dirs: Vec<(PathBuf, InodeInfo)>,
     warnings: Vec<String>,
+    /// Entries that could not be read from the image: skipped.
+    unreadable: Vec<String>,
     progress: ProgressBar,
     files: u64,
     bytes: u64,
@@ -80,6 +81,7 @@ pub fn run(args: &ExtractArgs) -> Result<(), String> {
         visited_dirs: HashSet::new(),
         finish_dirs: Vec::new(),
         warnings: Vec::new(),
+        unreadable: Vec::new(),
         progress,
         files: 0,
         bytes: 0,
@@ -103,7 +105,18 @@ pub fn run(args: &ExtractArgs) -> Result<(), String> {
             eprintln!("warning: ... and {} more", ex.warnings.len() - 20);
         }
     }
-    Ok(())
+    // Always, also with -q: these entries are missing from the copy.
+    for problem in &ex.unreadable {
+        eprintln!("error: {problem}");
+    }
+    match ex.unreadable.len() {
+        0 => Ok(()),
+        n => Err(format!(
+            "{n} {} could not be read from the image and {} not extracted (listed above)",
+            if n == 1 { "entry" } else { "entries" },
+            if n == 1 { "was" } else { "were" }
+        )),
+    }
 }
 
 impl Extractor<'_> {
@@ -115,7 +128,13 @@ impl Extractor<'_> {
             ));
         }
         self.finish_dirs.push((host.to_path_buf(), dir.clone()));
-        let entries = self.fs.read_dir(dir.ino).map_err(|e| e.to_string())?;
+        let entries = match self.fs.read_dir(dir.ino) {
+            Ok(entries) => entries,
+            Err(e) => {
+                self.unreadable.push(format!("{}: {e}", host.display()));
+                return Ok(());
+            }
+        };
         for entry in entries {
             if entry.name == b"." || entry.name == b".." {
                 continue;
@@ -128,7 +147,13 @@ impl Extractor<'_> {
                 ));
             }
             let path = host.join(OsStr::from_bytes(&entry.name));
-            let inode = self.fs.inode(entry.ino).map_err(|e| e.to_string())?;
+            let inode = match self.fs.inode(entry.ino) {
+                Ok(inode) => inode,
+                Err(e) => {
+                    self.unreadable.push(format!("{}: {e}", path.display()));
+                    continue;
+                }
+            };
             self.files += 1;
             self.progress.set_message(format!(
                 "{} entries, {}",
@@ -141,7 +166,6 @@ impl Extractor<'_> {
                     fs::hard_link(first, &path).map_err(|e| format!("{}: {e}", path.display()))?;
                     continue;
                 }
-                self.linked.insert(inode.ino, path.clone());
             }
             match inode.kind {
                 FileKind::Directory => {
@@ -149,12 +173,22 @@ impl Extractor<'_> {
                     self.extract_dir(&inode, &path)?;
                     continue;
                 }
-                FileKind::Regular => {
-                    write_file(self.fs, &inode, &path)?;
-                    self.bytes += inode.size;
-                }
+                FileKind::Regular => match write_file(self.fs, &inode, &path) {
+                    Ok(()) => self.bytes += inode.size,
+                    Err(CopyOutError::Image(e)) => {
+                        self.unreadable.push(e);
+                        continue;
+                    }
+                    Err(CopyOutError::Host(e)) => return Err(e),
+                },
                 FileKind::Symlink => {
-                    let target = self.fs.read_link(&inode).map_err(|e| e.to_string())?;
+                    let target = match self.fs.read_link(&inode) {
+                        Ok(target) => target,
+                        Err(e) => {
+                            self.unreadable.push(format!("{}: {e}", path.display()));
+                            continue;
+                        }
+                    };
                     symlink(OsStr::from_bytes(&target), &path)
                         .map_err(|e| format!("{}: {e}", path.display()))?;
                 }
@@ -167,6 +201,10 @@ impl Extractor<'_> {
                         continue;
                     }
                 }
+            }
+            // Only once it exists: later links to it are made from it.
+            if inode.links > 1 {
+                self.linked.insert(inode.ino, path.clone());
             }
             self.apply_metadata(&path, &inode);
         }
@@ -276,28 +314,51 @@ fn cstring(path: &Path) -> CString {
     CString::new(path.as_os_str().as_bytes()).expect("paths from dentries have no NUL")
 }
 
-/// Writes a regular file to `dest`, leaving holes where the image has zeros.
-pub fn write_file(fs: &Fs, inode: &InodeInfo, dest: &Path) -> Result<(), String> {
-    let mut file = File::create(dest).map_err(|e| format!("{}: {e}", dest.display()))?;
-    let mut buf = vec![0u8; 1 << 20];
-    let mut offset = 0u64;
-    loop {
-        let n = fs.read(inode, offset, &mut buf).map_err(|e| {
-            // No partial copy is left behind looking like the file.
-            let _ = std::fs::remove_file(dest);
-            format!("{}: {e}", dest.display())
-        })?;
-        if n == 0 {
-            break;
+/// Why a file could not be copied out.
+pub enum CopyOutError {
+    /// Reading the image failed: the file is skipped.
+    Image(String),
+    /// Writing the host file failed (no space, no permission...).
+    Host(String),
+}
+
+impl CopyOutError {
+    pub fn into_message(self) -> String {
+        match self {
+            CopyOutError::Image(m) | CopyOutError::Host(m) => m,
         }
-        if buf[..n].iter().any(|&b| b != 0) {
-            file.write_all_at(&buf[..n], offset)
-                .map_err(|e| format!("{}: {e}", dest.display()))?;
-        }
-        offset += n as u64;
     }
-    file.set_len(inode.size)
-        .map_err(|e| format!("{}: {e}", dest.display()))?;
-    file.seek(SeekFrom::Start(0)).map_err(|e| e.to_string())?;
-    file.flush().map_err(|e| e.to_string())
+}
+
+/// Writes a regular file to `dest`, leaving holes where the image has
+/// zeros. On any failure `dest` is removed: no partial copy is left
+/// looking like the file.
+pub fn write_file(fs: &Fs, inode: &InodeInfo, dest: &Path) -> Result<(), CopyOutError> {
+    let host = |e: std::io::Error| CopyOutError::Host(format!("{}: {e}", dest.display()));
+    let file = File::create(dest).map_err(host)?;
+    let copied = (|| {
+        let mut buf = vec![0u8; 1 << 20];
+        let mut offset = 0u64;
+        loop {
+            let n = fs.read(inode, offset, &mut buf).map_err(|e| {
+                CopyOutError::Image(format!(
+                    "{}: reading byte {offset} of {} from the image: {e}",
+                    dest.display(),
+                    inode.size
+                ))
+            })?;
+            if n == 0 {
+                break;
+            }
+            if buf[..n].iter().any(|&b| b != 0) {
+                file.write_all_at(&buf[..n], offset).map_err(host)?;
+            }
+            offset += n as u64;
+        }
+        file.set_len(inode.size).map_err(host)
+    })();
+    if copied.is_err() {
+        let _ = std::fs::remove_file(dest);
+    }
+    copied
 }

@@ -478,5 +478,5 @@ pub fn get(image: &Path, path: &str, dest: &Path) -> Result<(), String> {
             inode.kind
         ));
     }
-    crate::extract::write_file(&fs, &inode, dest)
+    crate::extract::write_file(&fs, &inode, dest).map_err(|e| e.into_message())
 }

@@ -1,5 +1,6 @@
 //! `f2fuse`: F2FS images without a kernel module.
 
+mod android;
 mod build;
 mod build_compress;
 mod edit;
@@ -12,6 +13,7 @@ mod mount;
 mod put;
 mod rw;
 mod size;
+mod sparse;
 mod tune;
 
 use clap::{Parser, Subcommand};
@@ -102,6 +104,23 @@ enum Command {
     Setfattr(edit::SetfattrArgs),
     /// Make an image from a host directory tree (like mkfs.f2fs + sload.f2fs).
     Build(build::BuildArgs),
+    /// Encode a raw image as an Android sparse image (as img2simg).
+    Sparse {
+        raw: PathBuf,
+        out: PathBuf,
+        /// Print nothing on success.
+        #[arg(short = 'q', long)]
+        quiet: bool,
+    },
+    /// Expand an Android sparse image into a raw image (as simg2img; zeros
+    /// become holes, CRC32 chunks are checked).
+    Unsparse {
+        sparse: PathBuf,
+        out: PathBuf,
+        /// Print nothing on success.
+        #[arg(short = 'q', long)]
+        quiet: bool,
+    },
     /// Mount IMAGE on MOUNTPOINT through FUSE (serves in the background unless -f).
     Mount(mount::MountArgs),
     /// Show or change the tunables of a mounted image (the kernel's sysfs names).
@@ -148,6 +167,8 @@ fn main() -> ExitCode {
         Command::Chown(args) => edit::chown(&args),
         Command::Setfattr(args) => edit::setfattr(&args),
         Command::Build(args) => build::run(&args),
+        Command::Sparse { raw, out, quiet } => sparse::to_sparse(&raw, &out, quiet),
+        Command::Unsparse { sparse, out, quiet } => sparse::to_raw(&sparse, &out, quiet),
         Command::Mount(args) => mount::run(&args),
         Command::Tune(args) => tune::run(&args),
         Command::Lab(args) => lab::run(&args),

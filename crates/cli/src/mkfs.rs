@@ -1,6 +1,7 @@
 //! `mkfs`: format an image with the layout mkfs.f2fs 1.15 would choose.
 
 use crate::size::{human, parse_size};
+use crate::sparse::RawCopy;
 use clap::Args;
 use f2fuse_engine::mkfs::{format_path, parse_features, MkfsOptions};
 use f2fuse_layout::feature;
@@ -43,12 +44,16 @@ pub struct MkfsArgs {
     /// Volume UUID (default: random).
     #[arg(long, short = 'U')]
     pub uuid: Option<String>,
+    /// Write an Android sparse image (needs --size): formatted raw beside
+    /// it, then encoded as `f2fuse sparse` does.
+    #[arg(long)]
+    pub sparse: bool,
     /// Print nothing on success.
     #[arg(short = 'q', long)]
     pub quiet: bool,
 }
 
-fn parse_uuid(text: &str) -> Result<[u8; 16], String> {
+pub fn parse_uuid(text: &str) -> Result<[u8; 16], String> {
     let hex: String = text.chars().filter(|c| *c != '-').collect();
     if hex.len() != 32 || !hex.chars().all(|c| c.is_ascii_hexdigit()) {
         return Err(format!("invalid UUID {text:?}"));
@@ -98,8 +103,19 @@ pub fn run(args: &MkfsArgs) -> Result<(), String> {
     if let Some(uuid) = &args.uuid {
         opts.uuid = Some(parse_uuid(uuid)?);
     }
-    let report = format_path(&args.image, size, &opts)
-        .map_err(|e| format!("{}: {e}", args.image.display()))?;
+    let report = if args.sparse {
+        if size.is_none() {
+            return Err(format!("{}: --sparse needs --size", args.image.display()));
+        }
+        let raw = RawCopy::beside(&args.image);
+        let report = format_path(&raw.path, size, &opts)
+            .map_err(|e| format!("{}: {e}", args.image.display()))?;
+        raw.store_into(&args.image)?;
+        report
+    } else {
+        format_path(&args.image, size, &opts)
+            .map_err(|e| format!("{}: {e}", args.image.display()))?
+    };
     if !args.quiet {
         let g = &report.geometry;
         println!(

@@ -592,3 +592,297 @@ fn build_errors() {
     assert_eq!(std::fs::metadata(&empty).unwrap().len(), size);
     assert_fsck(&empty, "build into an empty file");
 }
+
+/// Arguments from strings and paths alike.
+macro_rules! args {
+    ($($a:expr),* $(,)?) => {
+        [$(std::ffi::OsStr::new(&$a).to_os_string()),*]
+    };
+}
+
+fn selinux_label(fs: &Fs, path: &str) -> Option<String> {
+    let inode = fs.resolve(path).unwrap();
+    fs.get_xattr(&inode, b"security.selinux")
+        .ok()
+        .map(|v| String::from_utf8(v).unwrap())
+}
+
+/// A tree and file_contexts where libselinux's choice is not the most
+/// specific line: a plain path beats any regex, a later regex beats an
+/// earlier more specific one, type fields are honoured.
+fn android_tree(src: &Path) -> std::path::PathBuf {
+    for dir in ["bin", "dir/sub", "lib"] {
+        std::fs::create_dir_all(src.join(dir)).unwrap();
+    }
+    for file in ["bin/sh", "bin/other", "dir/sub/f", "dir/sub/g", "a.txt"] {
+        std::fs::write(src.join(file), file).unwrap();
+    }
+    std::os::unix::fs::symlink("bin/sh", src.join("link")).unwrap();
+    let contexts = src.with_file_name("file_contexts");
+    std::fs::write(
+        &contexts,
+        "# test contexts\n\
+         /             u:object_r:rootfs:s0\n\
+         /bin/sh    -- u:object_r:shell_exec:s0\n\
+         /bin(/.*)?    u:object_r:bin:s0\n\
+         /.*           u:object_r:all:s0\n\
+         /dir/sub/f    u:object_r:f_plain:s0\n\
+         /dir/sub/.*   u:object_r:sub:s0\n\
+         /lib(/.*)? -d u:object_r:libdir:s0\n\
+         /link      -l u:object_r:link:s0\n\
+         /system(/.*)? u:object_r:system_file:s0\n\
+         /system/bin/sh u:object_r:sys_sh:s0\n",
+    )
+    .unwrap();
+    contexts
+}
+
+/// `-s` and `-t` label every entry as sload.f2fs 1.15 (libselinux 3.4)
+/// does, and `-T` gives every inode sload's fixed time: checked against
+/// sload.f2fs itself with the mount points / and /system. The root is
+/// compared with `-t /` only: sload looks it up as mount point twice
+/// (`/system/system`), we as the mount point.
+#[test]
+fn build_labels_and_times_like_sload() {
+    if !require_f2fs_tools() {
+        return;
+    }
+    let scratch = Scratch::new("cli-build-selinux");
+    let src = scratch.join("src");
+    let contexts = android_tree(&src);
+    let paths = [
+        "/bin",
+        "/bin/sh",
+        "/bin/other",
+        "/dir",
+        "/dir/sub",
+        "/dir/sub/f",
+        "/dir/sub/g",
+        "/a.txt",
+        "/link",
+        "/lib",
+    ];
+    for mount_point in ["/", "/system"] {
+        let theirs = scratch.join("sload.img");
+        mkfs_f2fs(&theirs, 64 << 20, &[]);
+        let out = Command::new(find_tool("sload.f2fs").unwrap())
+            .args(["-s".as_ref(), contexts.as_os_str(), "-t".as_ref()])
+            .args([mount_point, "-T", "1600000000", "-f"])
+            .args([src.as_os_str(), theirs.as_os_str()])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "sload.f2fs: {out:?}");
+        let ours = scratch.join("ours.img");
+        let _ = std::fs::remove_file(&ours);
+        ok(&args![
+            "build",
+            src,
+            ours,
+            "-q",
+            "-s",
+            contexts,
+            "-t",
+            mount_point,
+            "-T",
+            "1600000000"
+        ]);
+        assert_fsck(&ours, "a labelled build");
+        let (theirs, ours) = (open(&theirs), open(&ours));
+        let root: &[&str] = if mount_point == "/" { &["/"] } else { &[] };
+        for path in root.iter().chain(&paths) {
+            assert_eq!(
+                selinux_label(&ours, path),
+                selinux_label(&theirs, path),
+                "label of {path} with -t {mount_point}"
+            );
+        }
+        for path in paths {
+            let (a, b) = (theirs.resolve(path).unwrap(), ours.resolve(path).unwrap());
+            assert_eq!(
+                (b.atime, b.mtime, b.ctime),
+                (a.atime, a.mtime, a.ctime),
+                "times of {path}"
+            );
+        }
+    }
+    assert_eq!(
+        selinux_label(&open(&scratch.join("ours.img")), "/"),
+        Some("u:object_r:system_file:s0".into())
+    );
+
+    // No matching line is an error (as in sload.f2fs); <<none>> means no label.
+    let img = scratch.join("none.img");
+    std::fs::write(&contexts, "/ u:r:root:s0\n/bin(/.*)? <<none>>\n").unwrap();
+    fails(
+        &args!["build", src, img, "-q", "-s", contexts],
+        "/a.txt: no file_contexts line matches \"/a.txt\"",
+    );
+    std::fs::write(&contexts, "/.* u:r:all:s0\n/bin(/.*)? <<none>>\n").unwrap();
+    let _ = std::fs::remove_file(&img);
+    ok(&args!["build", src, img, "-q", "-s", contexts]);
+    let fs = open(&img);
+    assert_eq!(selinux_label(&fs, "/bin/sh"), None);
+    assert_eq!(selinux_label(&fs, "/a.txt"), Some("u:r:all:s0".into()));
+    drop(fs);
+    std::fs::write(&contexts, "/a u:r:x:s0\n/a u:r:y:s0\n").unwrap();
+    fails(
+        &args!["build", src, img, "-q", "-s", contexts],
+        ":2: \"/a\" is given two different contexts",
+    );
+}
+
+/// `-C`: owner, mode and capabilities by path (under the mount point),
+/// the root's line when there is one, an error for a path the file lacks.
+#[test]
+fn build_with_fs_config() {
+    if !require_f2fs_tools() {
+        return;
+    }
+    let scratch = Scratch::new("cli-build-fsconfig");
+    let src = scratch.join("src");
+    android_tree(&src);
+    if is_root() {
+        // The host's capability is replaced by the fs_config file's.
+        set_xattr(
+            &src.join("bin/other"),
+            "security.capability",
+            &[1, 0, 0, 2, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0],
+        );
+    }
+    let config = scratch.join("fs_config");
+    std::fs::write(
+        &config,
+        " 0 0 755 selabel=u:object_r:rootfs:s0 capabilities=0x0\n\
+         system/a.txt 1000 1000 600\n\
+         system/bin 0 2000 751 capabilities=0x0\n\
+         system/bin/sh 0 2000 4755 capabilities=0x1000000000\n\
+         system/bin/other 2000 2000 750 capabilities=0x0\n\
+         system/dir 1 2 700\n\
+         system/dir/sub 1 2 700\n\
+         system/dir/sub/f 1 2 640\n\
+         system/dir/sub/g 1 2 640\n\
+         system/lib 0 0 755\n\
+         system/link 0 0 777\n",
+    )
+    .unwrap();
+    let img = scratch.join("img");
+    ok(&args![
+        "build", src, img, "-q", "-C", config, "-t", "/system"
+    ]);
+    assert_fsck(&img, "a build with fs_config");
+    let fs = open(&img);
+    let attrs = |path: &str| {
+        let i = fs.resolve(path).unwrap();
+        (i.uid, i.gid, i.mode & 0o7777)
+    };
+    assert_eq!(attrs("/"), (0, 0, 0o755));
+    assert_eq!(attrs("/a.txt"), (1000, 1000, 0o600));
+    assert_eq!(attrs("/bin"), (0, 2000, 0o751));
+    assert_eq!(attrs("/bin/sh"), (0, 2000, 0o4755));
+    assert_eq!(attrs("/dir/sub/f"), (1, 2, 0o640));
+    let sh = fs.resolve("/bin/sh").unwrap();
+    assert_eq!(
+        fs.get_xattr(&sh, b"security.capability").unwrap(),
+        [1, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0x10, 0, 0, 0, 0, 0, 0, 0],
+        "vfs_cap_data v2, effective, CAP_SYSLOG (36) permitted"
+    );
+    let other = fs.resolve("/bin/other").unwrap();
+    assert!(fs.get_xattr(&other, b"security.capability").is_err());
+    drop(fs);
+
+    std::fs::write(&config, "system/bin 0 0 755\n").unwrap();
+    let img2 = scratch.join("img2");
+    fails(
+        &args!["build", src, img2, "-q", "-C", config, "-t", "/system/"],
+        "/a.txt: not in the fs_config file (looked up as \"system/a.txt\")",
+    );
+    std::fs::write(&config, "system/bin 0 0 9755\n").unwrap();
+    fails(
+        &args!["build", src, img2, "-q", "-C", config],
+        ":1: mode is not octal 0..7777",
+    );
+}
+
+/// The same tree builds the same bytes with -T: into images made by the
+/// same `mkfs -T -U`, and when build formats with -T -U, also from a copy
+/// of the tree whose xattrs the host lists in another order.
+#[test]
+fn build_is_reproducible() {
+    if !require_f2fs_tools() {
+        return;
+    }
+    let scratch = Scratch::new("cli-build-repro");
+    let src = scratch.join("src");
+    source_tree(&src, false);
+    let copy = scratch.join("copy");
+    assert!(Command::new("cp")
+        .args(["-a".as_ref(), src.as_os_str(), copy.as_os_str()])
+        .status()
+        .unwrap()
+        .success());
+    for (tree, order) in [(&src, ["user.b", "user.a"]), (&copy, ["user.a", "user.b"])] {
+        for name in order {
+            set_xattr(tree, name, name.as_bytes());
+        }
+    }
+    let uuid = "01234567-89ab-cdef-0123-456789abcdef";
+    let features = "extra_attr,inode_checksum,flexible_inline_xattr,inode_crtime,lost_found";
+    let mut images = Vec::new();
+    for (i, tree) in [&src, &src, &copy].into_iter().enumerate() {
+        let img = scratch.join(format!("mkfs{i}.img"));
+        ok(&args![
+            "mkfs",
+            img,
+            "--size",
+            "256M",
+            "-T",
+            "1500000000",
+            "-U",
+            uuid,
+            "-O",
+            features,
+            "-q"
+        ]);
+        ok(&args!["build", tree, img, "-q", "-T", "1600000000"]);
+        images.push(std::fs::read(&img).unwrap());
+        let img = scratch.join(format!("build{i}.img"));
+        ok(&args![
+            "build",
+            tree,
+            img,
+            "-q",
+            "-T",
+            "1600000000",
+            "-U",
+            uuid,
+            "-S",
+            "256M",
+            "-O",
+            features
+        ]);
+        assert_fsck(&img, "a reproducible build");
+        images.push(std::fs::read(&img).unwrap());
+    }
+    let differing = |a: &[u8], b: &[u8]| a.iter().zip(b).filter(|(x, y)| x != y).count();
+    for (i, image) in images.iter().enumerate().skip(2) {
+        assert_eq!(
+            differing(&images[i % 2], image),
+            0,
+            "image {i} differs from image {}",
+            i % 2
+        );
+    }
+    // The root comes from mkfs -T, everything after from build -T.
+    let fs = open(&scratch.join("mkfs0.img"));
+    let root = fs.resolve("/").unwrap();
+    assert_eq!(
+        (root.ctime.sec, root.crtime.unwrap().sec),
+        (1_600_000_000, 1_500_000_000)
+    );
+    let file = fs.resolve("/sparse/hole_only").unwrap();
+    assert_eq!(
+        (file.ctime.sec, file.crtime.unwrap().sec),
+        (1_600_000_000, 1_600_000_000)
+    );
+    assert_eq!(file.generation, 0);
+}

@@ -1909,3 +1909,533 @@ fn xattr_namespaces_and_permissions() {
         |_| {},
     );
 }
+
+/// The bytes of `path` that differ from `expected`, as "first at N (of M)".
+fn differs(path: &Path, expected: &[u8]) -> Option<String> {
+    let seen = fs::read(path).unwrap();
+    let stale = seen.iter().zip(expected).filter(|(a, b)| a != b).count()
+        + seen.len().abs_diff(expected.len());
+    let first = seen.iter().zip(expected).position(|(a, b)| a != b);
+    (stale > 0).then(|| format!("{stale} bytes differ, the first at {first:?}"))
+}
+
+/// Writes `len` bytes of `byte` at offset 0 of `path` with fio: O_DIRECT
+/// and asynchronous (libaio), 16 KiB requests, 4 in flight.
+fn fio_aio_write(path: &Path, len: usize, byte: u8) {
+    let out = Command::new("fio")
+        .args([
+            "--name=aio",
+            "--ioengine=libaio",
+            "--direct=1",
+            "--rw=write",
+        ])
+        .args(["--bs=16k", "--iodepth=4", "--output=/dev/null"])
+        .arg(format!("--size={len}"))
+        .arg(format!("--buffer_pattern=0x{byte:02x}"))
+        .arg(format!("--filename={}", path.display()))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "fio: {out:?}");
+}
+
+/// A file rewritten with O_DIRECT, synchronously and with AIO, while other
+/// threads read it through the page cache: once a direct write has
+/// returned, a buffered read sees its bytes, with and without the
+/// write-back cache. (The kernel drops its cached pages after a
+/// synchronous direct write, not after an asynchronous one.)
+#[test]
+fn direct_writes_reach_buffered_readers() {
+    if !fuse_available() || !require_tool("fio") {
+        return;
+    }
+    const LEN: usize = 64 << 10;
+    for opts in ["", "no_writeback_cache"] {
+        let scratch = Scratch::new("mount-dio-coherency");
+        let img = scratch.join("img");
+        f2fuse_mkfs(&img, "64M");
+        let m = Mount::new(&img, &scratch.join("mnt"), opts);
+        let path = m.path("f");
+        fs::write(&path, vec![0u8; LEN]).unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let readers: Vec<_> = (0..2)
+            .map(|_| {
+                let (path, stop) = (path.clone(), stop.clone());
+                std::thread::spawn(move || {
+                    let file = fs::File::open(&path).unwrap();
+                    let mut buf = vec![0u8; LEN];
+                    while !stop.load(Ordering::Relaxed) {
+                        file.read_exact_at(&mut buf, 0).unwrap();
+                    }
+                })
+            })
+            .collect();
+        let writer = fs::OpenOptions::new()
+            .write(true)
+            .custom_flags(libc::O_DIRECT)
+            .open(&path)
+            .unwrap();
+        let mut stale = None;
+        for generation in 1..=40u8 {
+            let (buf, off) = aligned(LEN, generation);
+            if generation % 2 == 0 {
+                fio_aio_write(&path, LEN, generation);
+            } else {
+                writer.write_all_at(&buf[off..off + LEN], 0).unwrap();
+            }
+            if let Some(diff) = differs(&path, &buf[off..off + LEN]) {
+                stale = Some(format!("after direct write {generation}: {diff}"));
+                break;
+            }
+        }
+        stop.store(true, Ordering::Relaxed);
+        for r in readers {
+            r.join().unwrap();
+        }
+        assert_eq!(stale, None, "-o {opts:?}");
+        drop(writer);
+        m.unmount();
+        fsck_clean(&img, "direct writes with buffered readers");
+    }
+}
+
+/// Runs `scenario` on a fresh 64 MiB image mounted with `opts` plus
+/// `allow_other,default_permissions` and once more without the write-back
+/// cache (`scenario` is told whether it has it); unmounts and checks the
+/// image with fsck.f2fs, then `in_image`. Needs root (chattr +i, other users).
+fn with_and_without_writeback(
+    tag: &str,
+    opts: &str,
+    scenario: impl Fn(&Mount, bool),
+    in_image: impl Fn(&Path),
+) {
+    if !fuse_available() || !require_tool("setpriv") || !require_tool("chattr") {
+        return;
+    }
+    // SAFETY: getuid has no preconditions.
+    if unsafe { libc::getuid() } != 0 {
+        eprintln!("SKIPPING {tag}: needs root");
+        return;
+    }
+    for cache in ["", ",no_writeback_cache"] {
+        let scratch = Scratch::new(tag);
+        fs::set_permissions(scratch.path(), fs::Permissions::from_mode(0o755)).unwrap();
+        let img = scratch.join("img");
+        f2fuse_mkfs(&img, "64M");
+        let opts = format!("allow_other,default_permissions{opts}{cache}");
+        let m = Mount::new(&img, &scratch.join("mnt"), &opts);
+        fs::set_permissions(&m.mnt, fs::Permissions::from_mode(0o777)).unwrap();
+        eprintln!("{tag}: -o {opts}");
+        scenario(&m, cache.is_empty());
+        m.unmount();
+        fsck_clean(&img, &format!("{tag} with -o {opts}"));
+        in_image(&img);
+    }
+}
+
+fn ctime_ns(path: &Path) -> (i64, i64) {
+    let meta = fs::metadata(path).unwrap();
+    (meta.ctime(), meta.ctime_nsec())
+}
+
+/// Changes the daemon makes on its own (the ctime of chattr, set-ID bits
+/// dropped by a write) show in stat at once, not after the attribute
+/// time-out (60 s here). With the write-back cache the kernel keeps the
+/// ctime of regular files itself and ignores ours (see README): there only
+/// a directory's ctime is checked.
+#[test]
+fn daemon_changes_reach_cached_attributes() {
+    with_and_without_writeback(
+        "mount-attr-inval",
+        ",ttl=60",
+        |m, writeback| {
+            let (f, d) = (m.path("f"), m.path("d"));
+            fs::write(&f, b"x").unwrap();
+            fs::create_dir(&d).unwrap();
+            let checked = if writeback { vec![&d] } else { vec![&f, &d] };
+            for path in checked {
+                let before = ctime_ns(path);
+                std::thread::sleep(Duration::from_millis(20));
+                assert!(chattr_as(0, "+a", path));
+                assert_ne!(ctime_ns(path), before, "ctime after chattr +a {path:?}");
+                let before = ctime_ns(path);
+                std::thread::sleep(Duration::from_millis(20));
+                assert!(chattr_as(0, "-a", path));
+                assert_ne!(ctime_ns(path), before, "ctime after chattr -a {path:?}");
+            }
+
+            let mode_of = |name: &str| fs::metadata(m.path(name)).unwrap().mode() & 0o7777;
+            sh_as(STRANGER, &m.mnt, "printf x > mine && chmod 6755 mine").unwrap();
+            assert_eq!(mode_of("mine"), 0o6755);
+            sh_as(STRANGER, &m.mnt, "printf y >> mine").unwrap();
+            assert_eq!(
+                mode_of("mine"),
+                0o755,
+                "set-ID bits after the owner's write"
+            );
+        },
+        |img| {
+            let fs = engine(img);
+            assert_eq!(fs.resolve("/mine").unwrap().mode & 0o7777, 0o755);
+        },
+    );
+}
+
+/// fallocate, hole punching and zero range by a user without CAP_FSETID
+/// drop set-user-ID and set-group-ID, as a write does.
+#[test]
+fn fallocate_drops_setid_bits() {
+    if !require_tool("fallocate") {
+        return;
+    }
+    with_and_without_writeback(
+        "mount-falloc-killpriv",
+        "",
+        |m, _| {
+            let mode_of = |name: &str| fs::metadata(m.path(name)).unwrap().mode() & 0o7777;
+            for (name, op) in [
+                ("alloc", "fallocate -l 64K"),
+                ("punch", "fallocate -p -o 0 -l 4K"),
+                ("zero", "fallocate -z -o 0 -l 8K"),
+            ] {
+                let make = format!("head -c 16384 /dev/zero > {name} && chmod 6777 {name}");
+                sh_as(0, &m.mnt, &make).unwrap();
+                sh_as(NOBODY, &m.mnt, &format!("{op} {name}")).unwrap();
+                assert_eq!(mode_of(name), 0o777, "{op} by another user");
+            }
+            // Root keeps them.
+            sh_as(0, &m.mnt, "chmod 6777 alloc && fallocate -l 128K alloc").unwrap();
+            assert_eq!(mode_of("alloc"), 0o6777);
+        },
+        |img| {
+            let fs = engine(img);
+            for (name, mode) in [("alloc", 0o6777), ("punch", 0o777), ("zero", 0o777)] {
+                assert_eq!(
+                    fs.resolve(&format!("/{name}")).unwrap().mode & 0o7777,
+                    mode,
+                    "{name}"
+                );
+            }
+        },
+    );
+}
+
+/// copy_file_range(2) from `from` to `to` (whole range, offsets 0).
+fn copy_range(from: &fs::File, to: &fs::File, len: usize) -> i32 {
+    let (mut off_in, mut off_out): (i64, i64) = (0, 0);
+    // SAFETY: valid descriptors and offset pointers.
+    let r = unsafe {
+        libc::copy_file_range(
+            from.as_raw_fd(),
+            &mut off_in,
+            to.as_raw_fd(),
+            &mut off_out,
+            len,
+            0,
+        )
+    };
+    if r < 0 {
+        std::io::Error::last_os_error().raw_os_error().unwrap()
+    } else {
+        0
+    }
+}
+
+/// A file made immutable after it was opened for writing: copy_file_range
+/// into it is refused with EPERM, and so is write(2) where the kernel asks
+/// the daemon (without the write-back cache); data written before the flag
+/// was set stays.
+#[test]
+fn immutable_after_open_refuses_writes() {
+    with_and_without_writeback(
+        "mount-immutable-open",
+        "",
+        |m, writeback| {
+            let (f, src) = (m.path("f"), m.path("src"));
+            fs::write(&src, b"source bytes").unwrap();
+            let out = fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(&f)
+                .unwrap();
+            out.write_all_at(b"before", 0).unwrap();
+            assert!(chattr_as(0, "+i", &f));
+            let input = fs::File::open(&src).unwrap();
+            assert_eq!(copy_range(&input, &out, 12), libc::EPERM, "copy_file_range");
+            if !writeback {
+                assert_eq!(
+                    errno_of(out.write_all_at(b"after", 0)),
+                    libc::EPERM,
+                    "write"
+                );
+            }
+            drop(out);
+            assert_eq!(fs::read(&f).unwrap(), b"before");
+            assert!(chattr_as(0, "-i", &f));
+        },
+        |img| {
+            let fs = engine(img);
+            let inode = fs.resolve("/f").unwrap();
+            let mut data = vec![0u8; inode.size as usize];
+            fs.read(&inode, 0, &mut data).unwrap();
+            assert_eq!(data, b"before");
+        },
+    );
+}
+
+/// utime(path, NULL) (both times to now) works on an append-only file;
+/// explicit times are refused.
+#[test]
+fn touch_of_append_only_file() {
+    with_and_without_writeback(
+        "mount-append-touch",
+        "",
+        |m, _| {
+            let f = m.path("log");
+            fs::write(&f, b"x").unwrap();
+            assert!(chattr_as(0, "+a", &f));
+            let c = cstr(&f);
+            // SAFETY: a valid path; NULL times mean now.
+            let r = unsafe { libc::utime(c.as_ptr(), std::ptr::null()) };
+            assert_eq!(r, 0, "utime(NULL): {}", std::io::Error::last_os_error());
+            assert_eq!(set_times_errno(&f, 1), libc::EPERM);
+            assert!(chattr_as(0, "-a", &f));
+        },
+        |_| {},
+    );
+}
+/// The atime of `path` in seconds.
+fn atime_of(path: &Path) -> i64 {
+    fs::metadata(path).unwrap().atime()
+}
+
+/// atime on read: relatime by default (updated when older than the mtime,
+/// or a day old), strictatime (every read the daemon sees), noatime
+/// (never); the times reach the image.
+#[test]
+fn atime_follows_the_mount_options() {
+    if !fuse_available() {
+        return;
+    }
+    const OLD: i64 = 1_000_000_000;
+    for (opts, updated_twice) in [
+        ("", Some(false)),
+        ("strictatime", Some(true)),
+        ("noatime", None),
+    ] {
+        let scratch = Scratch::new("mount-atime");
+        let img = scratch.join("img");
+        f2fuse_mkfs(&img, "64M");
+        let m = Mount::new(&img, &scratch.join("mnt"), opts);
+        let f = m.path("f");
+        fs::write(&f, b"data").unwrap();
+        // Written a moment ago, last read long ago.
+        let c = cstr(&f);
+        let times = [
+            libc::timespec {
+                tv_sec: OLD,
+                tv_nsec: 0,
+            },
+            libc::timespec {
+                tv_sec: 0,
+                tv_nsec: libc::UTIME_OMIT,
+            },
+        ];
+        // SAFETY: a valid path and two timespecs.
+        assert_eq!(
+            unsafe { libc::utimensat(libc::AT_FDCWD, c.as_ptr(), times.as_ptr(), 0) },
+            0
+        );
+        fs::read(&f).unwrap();
+        let first = atime_of(&f);
+        match updated_twice {
+            None => assert_eq!(first, OLD, "-o {opts}: no update"),
+            Some(_) => assert!(first > OLD, "-o {opts}: read after the write"),
+        }
+        // A second read: relatime leaves an atime newer than the mtime and
+        // the ctime (which the utimensat sets to now).
+        let recent = first + 100;
+        let times = [
+            libc::timespec {
+                tv_sec: recent,
+                tv_nsec: 0,
+            },
+            libc::timespec {
+                tv_sec: first - 5,
+                tv_nsec: 0,
+            },
+        ];
+        // SAFETY: as above.
+        assert_eq!(
+            unsafe { libc::utimensat(libc::AT_FDCWD, c.as_ptr(), times.as_ptr(), 0) },
+            0
+        );
+        fs::read(&f).unwrap();
+        let second = atime_of(&f);
+        match updated_twice {
+            None => assert_eq!(second, recent),
+            Some(true) => assert!(second < recent, "-o {opts}: every read"),
+            Some(false) => assert_eq!(second, recent, "-o {opts}: relatime"),
+        }
+        // Directories: listing one is a read.
+        fs::create_dir(m.path("d")).unwrap();
+        let d = cstr(&m.path("d"));
+        let times = [
+            libc::timespec {
+                tv_sec: OLD,
+                tv_nsec: 0,
+            },
+            libc::timespec {
+                tv_sec: 0,
+                tv_nsec: libc::UTIME_OMIT,
+            },
+        ];
+        // SAFETY: as above.
+        assert_eq!(
+            unsafe { libc::utimensat(libc::AT_FDCWD, d.as_ptr(), times.as_ptr(), 0) },
+            0
+        );
+        fs::read_dir(m.path("d")).unwrap().for_each(drop);
+        let dir_atime = atime_of(&m.path("d"));
+        assert_eq!(
+            dir_atime > OLD,
+            updated_twice.is_some(),
+            "-o {opts}: directory"
+        );
+        m.unmount();
+        fsck_clean(&img, "atime updates");
+        let fs = engine(&img);
+        assert_eq!(fs.resolve("/f").unwrap().atime.sec, second, "-o {opts}");
+        assert_eq!(fs.resolve("/d").unwrap().atime.sec, dir_atime, "-o {opts}");
+    }
+}
+
+/// The fuse.TYPE of the mount at `mnt` and its mount flags, from /proc/self/mountinfo.
+fn mount_entry(mnt: &Path) -> (String, String) {
+    let info = fs::read_to_string("/proc/self/mountinfo").unwrap();
+    let wanted = mnt.to_str().unwrap();
+    let line = info
+        .lines()
+        .rev()
+        .find(|l| l.split(' ').nth(4) == Some(wanted))
+        .unwrap();
+    let fields: Vec<&str> = line.split(' ').collect();
+    let dash = fields.iter().position(|f| *f == "-").unwrap();
+    (fields[dash + 1].to_string(), fields[5].to_string())
+}
+
+/// Runs scripts/mount.fuse.f2fuse as mount(8) would.
+fn mount_helper(args: &[&OsStr]) -> Output {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/mount.fuse.f2fuse");
+    Command::new("sh")
+        .arg(script)
+        .args(args)
+        .env("F2FUSE", env!("CARGO_BIN_EXE_f2fuse"))
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
+}
+
+/// What generic FUSE tooling expects: `-o subtype=`, the mount(8) helper's
+/// remount branch (ro and back to rw) and suid/dev for root, and a mount
+/// right after unmounting the same image (the previous daemon still
+/// writing its last checkpoint).
+#[test]
+fn mount_conventions() {
+    if !fuse_available() {
+        return;
+    }
+    // SAFETY: getuid has no preconditions.
+    if unsafe { libc::getuid() } != 0 {
+        eprintln!("SKIPPING mount_conventions: needs root (mount(8), suid)");
+        return;
+    }
+    let scratch = Scratch::new("mount-conventions");
+    let img = scratch.join("img");
+    f2fuse_mkfs(&img, "64M");
+    let mnt = scratch.join("mnt");
+    let m = Mount::new(&img, &mnt, "subtype=f2test");
+    assert_eq!(mount_entry(&m.mnt).0, "fuse.f2test");
+    let out = tune(&m.mnt, Some("cp_interval"));
+    assert_eq!(stdout_of(&out), "60\n", "f2fuse tune finds it: {out:?}");
+    fs::write(m.path("f"), b"1").unwrap();
+    // Unmount and mount again at once: the new daemon waits for the old
+    // one, which here serves a file still open on the detached mount for
+    // another half second.
+    let held = fs::File::open(m.path("f")).unwrap();
+    let out = Command::new("fusermount3")
+        .args(["-u", "-z"])
+        .arg(&m.mnt)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let mut m = m;
+    m.mounted = false;
+    drop(m);
+    let closer = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(500));
+        drop(held);
+    });
+
+    // mount(8) passes the options it does not turn into flags; root's
+    // mount without nosuid/nodev gets suid and dev, as any file system.
+    let out = mount_helper(&[
+        img.as_os_str(),
+        mnt.as_os_str(),
+        "-o".as_ref(),
+        "rw,allow_other".as_ref(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let m = Mount {
+        img: img.clone(),
+        mnt: mnt.canonicalize().unwrap(),
+        mounted: true,
+    };
+    closer.join().unwrap();
+    assert_eq!(
+        fs::read(m.path("f")).unwrap(),
+        b"1",
+        "the earlier daemon's data"
+    );
+    let (kind, flags) = mount_entry(&m.mnt);
+    assert_eq!(kind, "fuse.f2fuse");
+    assert!(
+        !flags.contains("nosuid") && !flags.contains("nodev"),
+        "{flags}"
+    );
+    // mount -o remount,ro: mount(8) hands the helper the whole option list.
+    let remount = |change: &str| {
+        let opts = format!("{change},nosuid,relatime,remount,user_id=0,group_id=0,allow_other");
+        mount_helper(&[
+            img.as_os_str(),
+            m.mnt.as_os_str(),
+            "-o".as_ref(),
+            opts.as_ref(),
+        ])
+    };
+    let out = remount("ro");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let (_, flags) = mount_entry(&m.mnt);
+    assert!(
+        flags.starts_with("ro,") && flags.contains("nosuid"),
+        "{flags}"
+    );
+    assert_eq!(errno_of(fs::write(m.path("g"), b"")), libc::EROFS);
+    let out = remount("rw");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    fs::write(m.path("g"), b"2").unwrap();
+    m.unmount();
+    fsck_clean(&img, "remounting");
+    assert!(engine(&img).resolve("/g").is_ok());
+}

@@ -790,17 +790,32 @@ fn engine_bug_posix_acl_format() {
     );
 }
 
-/// A reader that goes away early (`f2fuse info IMG | head -2`) ends the
-/// command quietly (SIGPIPE, as other tools), never with a panic.
+/// A reader that goes away early (`f2fuse info IMG | head -2`,
+/// `(sleep 1; f2fuse info IMG) | true`) ends every printing command
+/// quietly (SIGPIPE, as other tools), never with a panic.
 #[test]
 fn closed_stdout_is_no_panic() {
     use std::os::unix::process::ExitStatusExt;
     let Some(img) = image("closed-stdout") else {
         return;
     };
-    for command in ["info", "status"] {
+    let data = img.dir.join("data");
+    std::fs::write(&data, vec![b'x'; 1 << 20]).unwrap();
+    img.ok("put", &[data.to_str().unwrap(), "/f"]);
+    let commands: [&[&str]; 8] = [
+        &["info"],
+        &["status"],
+        &["fsck"],
+        &["stat", "/f"],
+        &["extents", "/f"],
+        &["ls", "-l", "/"],
+        &["cat", "/f"],
+        &["status", "--json"],
+    ];
+    for command in commands {
+        let args = img.args(command[0], &command[1..]);
         let mut child = Command::new(env!("CARGO_BIN_EXE_f2fuse"))
-            .args([command.as_ref(), img.path.as_os_str()])
+            .args(&args)
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped())
             .spawn()
@@ -808,11 +823,78 @@ fn closed_stdout_is_no_panic() {
         drop(child.stdout.take());
         let out = child.wait_with_output().unwrap();
         let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(!stderr.contains("panicked"), "{command}: {stderr}");
+        assert!(!stderr.contains("panicked"), "{command:?}: {stderr}");
         assert!(
             out.status.success() || out.status.signal() == Some(libc::SIGPIPE),
-            "{command}: {:?} {stderr}",
+            "{command:?}: {:?} {stderr}",
             out.status
         );
     }
+}
+
+/// `extract` skips what it cannot read from the image (a file whose data
+/// address is damaged, an entry whose inode block is), names each on
+/// stderr and fails at the end; `get` of such a file fails and leaves no
+/// file behind.
+#[test]
+fn extract_and_get_skip_unreadable_entries() {
+    let Some(img) = image("unreadable") else {
+        return;
+    };
+    let data = img.dir.join("data");
+    std::fs::write(&data, vec![b'x'; 8192]).unwrap();
+    let data = data.to_str().unwrap();
+    img.ok("mkdir", &["/c"]);
+    for path in ["/a", "/b", "/c/d", "/e"] {
+        img.ok("put", &[data, path]);
+    }
+    let node_block = |path: &str| {
+        let fs = img.fs();
+        let ino = fs.resolve(path).unwrap().ino;
+        let addr = fs.node_manager().nat_entry(ino).unwrap().block_addr.get();
+        addr as u64 * 4096
+    };
+    let (b, e) = (node_block("/b"), node_block("/e"));
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&img.path)
+        .unwrap();
+    let i_addr = f2fuse_layout::node::I_ADDR_OFFSET as u64;
+    file.write_all_at(&0xFFFF_FFF0u32.to_le_bytes(), b + i_addr)
+        .unwrap();
+    file.write_all_at(&[0u8; 4096], e).unwrap();
+    drop(file);
+
+    let out = img.dir.join("out");
+    let run = run(&img.args("extract", &[out.to_str().unwrap(), "-q"]));
+    assert_eq!(run.code, Some(1), "{}", run.stderr);
+    let lines: Vec<&str> = run.stderr.lines().collect();
+    assert_eq!(lines.len(), 3, "{}", run.stderr);
+    assert!(
+        lines[0].starts_with(&format!(
+            "error: {}/b: reading byte 0 of 8192",
+            out.display()
+        )),
+        "{}",
+        lines[0]
+    );
+    assert!(
+        lines[1].starts_with(&format!("error: {}/e: ", out.display())),
+        "{}",
+        lines[1]
+    );
+    assert_eq!(
+        lines[2],
+        "f2fuse: 2 entries could not be read from the image and were not extracted (listed above)"
+    );
+    assert_eq!(std::fs::read(out.join("a")).unwrap().len(), 8192);
+    assert_eq!(std::fs::read(out.join("c/d")).unwrap().len(), 8192);
+    assert!(!out.join("b").exists() && !out.join("e").exists());
+
+    let dest = img.dir.join("got");
+    fails_with(
+        &img.args("get", &["/b", dest.to_str().unwrap()]),
+        "reading byte 0 of 8192 from the image",
+    );
+    assert!(!dest.exists());
 }

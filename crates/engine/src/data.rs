@@ -347,7 +347,7 @@ pub fn extents(nm: &NodeManager, inode: &InodeInfo) -> Result<Vec<(u64, u32, u64
         .collect())
 }
 
-use crate::inode::{blocks_less, now, set_ctime, set_mtime, Ctx, FileKind as Kind};
+use crate::inode::{blocks_less, set_ctime, set_mtime, Ctx, FileKind as Kind};
 use f2fuse_layout::node::{max_file_blocks, I_ADDR_OFFSET};
 use f2fuse_layout::segment::Summary;
 
@@ -743,15 +743,7 @@ pub fn write_data(
     if data.is_empty() {
         return Ok(0);
     }
-    let max = max_file_blocks(inode.addrs()) * F2FS_BLKSIZE as u64;
-    if offset >= max {
-        return Err(Error::errno(
-            libc::EFBIG,
-            format!("inode {ino}: write past the largest file size"),
-        ));
-    }
-    // Like the kernel, a write crossing the largest file size stops there.
-    let data = &data[..(data.len() as u64).min(max - offset) as usize];
+    let data = within_largest_file(&inode, offset, data)?;
     let end = offset + data.len() as u64;
     if inline::has_inline_data(&inode) {
         if end <= inode.layout.max_inline_data() as u64 {
@@ -809,6 +801,19 @@ pub fn write_data(
     }
 }
 
+/// The part of a write of `data` at `offset` below the largest file size
+/// (like the kernel, a write crossing it stops there); EFBIG if none is.
+pub fn within_largest_file<'d>(inode: &InodeInfo, offset: u64, data: &'d [u8]) -> Result<&'d [u8]> {
+    let max = max_file_blocks(inode.addrs()) * F2FS_BLKSIZE as u64;
+    if offset >= max {
+        return Err(Error::errno(
+            libc::EFBIG,
+            format!("inode {}: write past the largest file size", inode.ino),
+        ));
+    }
+    Ok(&data[..(data.len() as u64).min(max - offset) as usize])
+}
+
 /// Moves a file's inline bytes to block 0 (the kernel converts before a file
 /// outgrows its inode).
 pub fn convert_inline_to_block(ctx: &Ctx, inode: &InodeInfo) -> Result<()> {
@@ -838,7 +843,7 @@ fn read_block_into(ctx: &Ctx, inode: &InodeInfo, index: u64, out: &mut [u8]) -> 
 }
 
 fn finish_write(ctx: &Ctx, ino: u32, end: u64) -> Result<()> {
-    let t = now();
+    let t = ctx.clock.now();
     ctx.update_inode(ino, |raw| {
         if end > raw.i_size.get() {
             raw.i_size.set(end);
@@ -1036,7 +1041,7 @@ pub fn truncate(ctx: &Ctx, ino: u32, size: u64) -> Result<()> {
             truncate_blocks(ctx, ino, size.div_ceil(bs))?;
         }
     }
-    let t = now();
+    let t = ctx.clock.now();
     ctx.update_inode(ino, |raw| {
         raw.i_size.set(size);
         set_mtime(raw, t);
@@ -1208,7 +1213,7 @@ pub fn fallocate(ctx: &Ctx, ino: u32, offset: u64, len: u64, mode: FallocMode) -
             None
         }
     };
-    let t = now();
+    let t = ctx.clock.now();
     ctx.update_inode(ino, |raw| {
         if let Some(size) = grow_to.filter(|&s| s > raw.i_size.get()) {
             raw.i_size.set(size);

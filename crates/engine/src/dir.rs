@@ -156,7 +156,7 @@ pub fn read_dir(dev: &Device, nm: &NodeManager, dir: &InodeInfo) -> Result<Vec<D
 
 use crate::data::{addr_slot, get_addr, write_blocks, write_unpublished_blocks};
 use crate::error::Error;
-use crate::inode::{now, set_ctime, set_mtime, Ctx};
+use crate::inode::{set_ctime, set_mtime, Ctx};
 use f2fuse_layout::dentry::DentrySetMut;
 use f2fuse_layout::node::inode_of_mut;
 
@@ -228,7 +228,7 @@ pub fn find_entry(ctx: &Ctx, dir: &InodeInfo, name: &[u8]) -> Result<Option<Foun
 }
 
 fn touch_dir(ctx: &Ctx, dir_ino: u32) -> Result<()> {
-    let t = now();
+    let t = ctx.clock.now();
     ctx.update_inode(dir_ino, |raw| {
         set_mtime(raw, t);
         set_ctime(raw, t);
@@ -322,7 +322,7 @@ pub fn add_link(ctx: &Ctx, dir_ino: u32, name: &[u8], ino: u32, ft: u8) -> Resul
             };
             DentrySetMut::new(&mut block, DentryGeometry::BLOCK).insert(slot, name, hash, ino, ft);
             write_blocks(ctx, &dir, index, &block, CursegType::HotData)?;
-            let t = now();
+            let t = ctx.clock.now();
             return ctx.update_inode(dir_ino, |raw| {
                 if level >= raw.i_current_depth.get() {
                     raw.i_current_depth.set(level + 1);

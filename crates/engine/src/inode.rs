@@ -54,7 +54,7 @@ impl FileKind {
 }
 
 /// Seconds and nanoseconds.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]
 pub struct Timestamp {
     pub sec: i64,
     pub nsec: u32,
@@ -304,6 +304,7 @@ pub struct Ctx<'a> {
     /// Cold and hot extension lists from the superblock (file placement).
     pub cold_exts: &'a [String],
     pub hot_exts: &'a [String],
+    pub clock: InodeClock,
 }
 
 impl Ctx<'_> {
@@ -411,8 +412,36 @@ pub fn blocks_less(raw: &node::Inode, freed: u64) -> Result<u64> {
     })
 }
 
+/// Where the times and generation numbers of changed and new inodes come
+/// from.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum InodeClock {
+    /// The wall clock; generations from getrandom (the kernel's prandom).
+    #[default]
+    Wall,
+    /// One fixed time for every timestamp and generation 0 (as sload.f2fs):
+    /// the same operations write the same bytes (reproducible images).
+    Fixed(Timestamp),
+}
+
+impl InodeClock {
+    pub fn now(self) -> Timestamp {
+        match self {
+            InodeClock::Wall => wall_time(),
+            InodeClock::Fixed(t) => t,
+        }
+    }
+
+    fn generation(self) -> u32 {
+        match self {
+            InodeClock::Wall => random_generation(),
+            InodeClock::Fixed(_) => 0,
+        }
+    }
+}
+
 /// Current time as an inode timestamp.
-pub fn now() -> Timestamp {
+pub fn wall_time() -> Timestamp {
     let d = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap_or_default();
@@ -470,7 +499,7 @@ pub fn create_inode(ctx: &Ctx, spec: &NewInode, dir_level: u8, parent_flags: u32
     let ino = ctx.new_node(None, None, 0, !dir)?;
     let features = ctx.check.features;
     let flags = crate::flags::inherited_flags(parent_flags, kind);
-    let t = now();
+    let t = ctx.clock.now();
     ctx.nm.update_node(ino, NodeExpect::default(), |block| {
         let extra = if features & feature::EXTRA_ATTR != 0 {
             NEW_INODE_EXTRA_ISIZE
@@ -487,7 +516,7 @@ pub fn create_inode(ctx: &Ctx, spec: &NewInode, dir_level: u8, parent_flags: u32
             set_atime(inode, t);
             set_mtime(inode, t);
             set_ctime(inode, t);
-            inode.i_generation.set(crate::inode::random_generation());
+            inode.i_generation.set(ctx.clock.generation());
             inode.i_pino.set(spec.parent);
             let name_len = spec.name.len().min(F2FS_NAME_LEN);
             inode.i_namelen.set(name_len as u32);
@@ -546,7 +575,7 @@ fn random_generation() -> u32 {
     if got == 4 {
         u32::from_le_bytes(out)
     } else {
-        now().nsec
+        wall_time().nsec
     }
 }
 

@@ -1,7 +1,7 @@
 //! The f2fuse engine: an F2FS implementation in user space, split the way
 //! the kernel's fs/f2fs is. Lower modules never use higher ones:
 //!
-//! `lock_order` < `stats` < `device` < `superblock` < `checkpoint` < `segment`
+//! `lock_order` < `stats` < `device` (with `sparse`) < `superblock` < `checkpoint` < `segment`
 //! < `extent_cache` < `node` < `inode` < `flags` < `inline` < `data` < `compress`
 //! < `xattr` < `acl` < `perm` < `dir` < `gc`
 //! < `tunables` < `commit` < `recovery` < `report` < `fs` (the facade), with
@@ -29,6 +29,7 @@ pub mod perm;
 pub mod recovery;
 pub mod report;
 pub mod segment;
+pub mod sparse;
 pub mod stats;
 pub mod superblock;
 pub mod tunables;

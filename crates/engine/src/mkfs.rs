@@ -61,7 +61,9 @@ pub struct MkfsOptions {
     pub timestamp: Option<u64>,
     /// Volume UUID (default: random).
     pub uuid: Option<[u8; 16]>,
-    /// Checkpoint version to start from (default: random odd, like mkfs.f2fs).
+    /// Checkpoint version to start from (default: random odd, like
+    /// mkfs.f2fs; derived from `uuid` when that is given, so that a fixed
+    /// `timestamp` and `uuid` reproduce an image byte for byte).
     pub checkpoint_ver: Option<u64>,
     /// With `casefold`: strict mode (casefolded directories refuse names
     /// that are not valid UTF-8; mkfs.f2fs -C utf8:strict).
@@ -198,9 +200,13 @@ pub fn format(dev: &Device, opts: &MkfsOptions, known_zero: bool) -> Result<Mkfs
             .unwrap_or(0)
     });
     let uuid = opts.uuid.unwrap_or_else(random_uuid);
-    let cp_ver = opts
-        .checkpoint_ver
-        .unwrap_or_else(|| (random_u32() | 1) as u64);
+    let cp_ver = opts.checkpoint_ver.unwrap_or_else(|| {
+        let seed = match opts.uuid {
+            Some(uuid) => f2fuse_layout::crc::f2fs_crc32(F2FS_SUPER_MAGIC, &uuid),
+            None => random_u32(),
+        };
+        (seed | 1) as u64
+    });
     let sb = build_superblock(&geo, opts, uuid)?;
     let lost_found = opts.features & feature::LOST_FOUND != 0;
 

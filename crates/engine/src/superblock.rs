@@ -1,10 +1,11 @@
 //! Choosing the superblock: copy #1 at block 0 unless it is invalid, then copy #2.
 
-use crate::device::{Device, IoKind};
+use crate::device::{Block, Device, IoKind};
 use crate::error::{Error, Result};
+use crate::sparse::SPARSE_MAGIC;
 use f2fuse_layout::casefold::F2FS_ENC_UTF8_12_1;
 use f2fuse_layout::superblock::{decode_superblock_copy, SuperBlock};
-use f2fuse_layout::{feature, Corrupt, F2FS_BLKSIZE};
+use f2fuse_layout::{feature, Corrupt, F2FS_BLKSIZE, F2FS_SUPER_MAGIC, F2FS_SUPER_OFFSET};
 
 /// Features whose images this engine reads correctly.
 pub const READ_FEATURES: u32 = feature::EXTRA_ATTR
@@ -30,6 +31,37 @@ pub struct LoadedSuperblock {
     pub other_copy_error: Option<Corrupt>,
 }
 
+/// When neither superblock copy has the F2FS magic, what the device holds
+/// instead, as far as we can tell: a user who opens the wrong file learns
+/// what it is not rather than a bare "bad magic".
+fn not_f2fs(blocks: &[Block]) -> Option<String> {
+    let word = |block: &Block, at: usize| {
+        u32::from_le_bytes(block[at..at + 4].try_into().expect("4 bytes"))
+    };
+    let magics: Vec<u32> = blocks.iter().map(|b| word(b, F2FS_SUPER_OFFSET)).collect();
+    if magics.contains(&F2FS_SUPER_MAGIC) {
+        return None;
+    }
+    if word(&blocks[0], 0) == SPARSE_MAGIC {
+        return Some(
+            "an Android sparse image, not a raw F2FS image: open it by path or expand it first"
+                .into(),
+        );
+    }
+    let zeros = if blocks.iter().all(|b| b.iter().all(|&x| x == 0)) {
+        "; its first 8 KiB are all zeros"
+    } else {
+        ""
+    };
+    Some(format!(
+        "not an F2FS image (no magic {F2FS_SUPER_MAGIC:#010x} at byte {F2FS_SUPER_OFFSET} or {}: found {:#010x} and {:#010x}) \
+         and not an Android sparse image (no magic {SPARSE_MAGIC:#010x} at byte 0){zeros}",
+        F2FS_BLKSIZE + F2FS_SUPER_OFFSET,
+        magics[0],
+        magics[1],
+    ))
+}
+
 pub fn load_superblock(dev: &Device) -> Result<LoadedSuperblock> {
     if dev.size() < 2 * F2FS_BLKSIZE as u64 {
         return Err(Corrupt::new(
@@ -43,6 +75,7 @@ pub fn load_superblock(dev: &Device) -> Result<LoadedSuperblock> {
     }
     let mut errors = Vec::new();
     let mut found = None;
+    let mut blocks = Vec::with_capacity(2);
     for copy in 0..2 {
         let block = dev.read_block(IoKind::Meta, copy as u64)?;
         match decode_superblock_copy(&block, copy) {
@@ -50,8 +83,12 @@ pub fn load_superblock(dev: &Device) -> Result<LoadedSuperblock> {
             Ok(_) => {}
             Err(e) => errors.push(e),
         }
+        blocks.push(block);
     }
     let Some((sb, copy)) = found else {
+        if let Some(what) = not_f2fs(&blocks) {
+            return Err(Corrupt::new("superblock", format!("no valid copy: {what}")).into());
+        }
         let detail = errors
             .iter()
             .map(|e| e.to_string())

@@ -29,7 +29,7 @@ pub fn read_xattrs(nm: &NodeManager, inode: &InodeInfo) -> Result<Vec<XattrEntry
 }
 
 use crate::error::Error;
-use crate::inode::{blocks_less, now, set_ctime, Ctx};
+use crate::inode::{blocks_less, set_ctime, Ctx};
 use f2fuse_layout::xattr::{encode_xattrs, encoded_len, split_name, XATTR_NAME_MAX};
 
 /// XATTR_CREATE / XATTR_REPLACE semantics.
@@ -123,7 +123,7 @@ pub fn set_xattr(
         (None, None) => unreachable!("rejected above"),
     }
     store_xattrs(ctx, &inode, &entries)?;
-    let t = now();
+    let t = ctx.clock.now();
     ctx.update_inode(ino, |raw| set_ctime(raw, t))
 }
 

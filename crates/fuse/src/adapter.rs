@@ -12,17 +12,19 @@ use crate::ioctl::{self, Command, Compression};
 use crate::log;
 use f2fuse_engine::acl::AclKind;
 use f2fuse_engine::dir::DirEntryInfo;
-use f2fuse_engine::fs::{RenameFlags as EngineRenameFlags, SetAttr, TimeSet};
+use f2fuse_engine::fs::{AtimePolicy, RenameFlags as EngineRenameFlags, SetAttr, TimeSet};
+use f2fuse_engine::inode::wall_time;
 use f2fuse_engine::xattr::SetMode;
 use f2fuse_engine::{
     Access, AsUser, Credentials, Error, FallocMode, FileKind, Fs, InodeInfo, SeekTarget,
 };
-use f2fuse_layout::{F2FS_NAME_LEN, F2FS_ROOT_INO};
+use f2fuse_layout::{inode_flag, F2FS_NAME_LEN, F2FS_ROOT_INO};
 use fuser::{
-    AccessFlags, Errno, FileHandle, Filesystem, FopenFlags, Generation, INodeNo, InitFlags,
-    IoctlFlags, KernelConfig, LockOwner, Notifier, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate,
-    ReplyData, ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyIoctl, ReplyLseek,
-    ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
+    AccessFlags, CopyFileRangeFlags, Errno, FileHandle, Filesystem, FopenFlags, Generation,
+    INodeNo, InitFlags, IoctlFlags, KernelConfig, LockOwner, Notifier, OpenFlags, RenameFlags,
+    ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty, ReplyEntry,
+    ReplyIoctl, ReplyLseek, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow,
+    WriteFlags,
 };
 use parking_lot::Mutex;
 use std::collections::HashMap;
@@ -102,13 +104,63 @@ impl Shared {
         let _ = self.notifier.set(notifier);
     }
 
-    fn notifier(&self) -> Option<Notifier> {
-        self.notifier.get().cloned()
-    }
-
     fn helper(&self) -> HelperGuard {
         self.helpers.fetch_add(1, Ordering::Acquire);
         HelperGuard(self.helpers.clone())
+    }
+
+    /// Runs `then` on a helper thread once the kernel has dropped its
+    /// cached attributes of `ino` and its cached pages from byte `offset`
+    /// on (`len` bytes; 0: to the end), dirty ones written back first
+    /// (launder_folio: WRITE requests to us, waited for). The kernel waits
+    /// in the notification until those WRITEs, and READs of pages it finds
+    /// locked, are answered, so it is never sent from a request thread:
+    /// with every request thread waiting there nobody would answer them.
+    /// `then` gets Ok also when the kernel has no such inode cached, and
+    /// ENOSYS without a session to notify (not mounted through `serve`).
+    fn after_invalidating(
+        &self,
+        ino: u32,
+        offset: u64,
+        len: u64,
+        then: impl FnOnce(io::Result<()>) + Send + 'static,
+    ) {
+        let Some(notifier) = self.notifier.get().cloned() else {
+            return then(Err(io::Error::from_raw_os_error(libc::ENOSYS)));
+        };
+        let helper = self.helper();
+        let spawned = std::thread::Builder::new()
+            .name("f2fuse-inval".into())
+            .spawn(move || {
+                let _helper = helper;
+                let offset = i64::try_from(offset).unwrap_or(i64::MAX);
+                let len = i64::try_from(len).unwrap_or(0);
+                then(match notifier.inval_inode(to_fuse(ino), offset, len) {
+                    Err(e) if e.raw_os_error() == Some(libc::ENOENT) => Ok(()),
+                    other => other,
+                })
+            });
+        if let Err(e) = spawned {
+            // The reply went with `then`; dropping it answers EIO.
+            log(&format!("starting a helper thread for inode {ino}: {e}"));
+        }
+    }
+
+    /// Makes the kernel fetch the attributes of `ino` again: for changes
+    /// the daemon makes on its own (a mode without set-ID bits, the ctime
+    /// of new flags), which the kernel cannot know of. Without an offset
+    /// the kernel only marks its copy stale and waits for nothing, so this
+    /// is safe on a request thread.
+    fn forget_attributes(&self, ino: u32) {
+        let Some(notifier) = self.notifier.get() else {
+            return;
+        };
+        match notifier.inval_inode(to_fuse(ino), -1, 0) {
+            Err(e) if e.raw_os_error() != Some(libc::ENOENT) => {
+                log(&format!("invalidating the attributes of inode {ino}: {e}"))
+            }
+            _ => {}
+        }
     }
 
     /// Waits (up to `limit`) until no helper thread holds the `Fs` any more.
@@ -134,6 +186,9 @@ pub struct AdapterConfig {
     /// included (FUSE_POSIX_ACL). Otherwise the adapter checks every
     /// request for the process that sent it (`Fs::as_user`).
     pub default_permissions: bool,
+    /// Which reads update access times. FUSE inodes are S_NOATIME: the
+    /// kernel leaves atime to the daemon.
+    pub atime: AtimePolicy,
 }
 
 pub struct F2fsFuse {
@@ -196,8 +251,14 @@ impl F2fsFuse {
         Ok(inode)
     }
 
-    fn new_fh(&self) -> FileHandle {
-        FileHandle(self.next_fh.fetch_add(1, Ordering::Relaxed))
+    /// A new handle for a file opened with `mode`.
+    fn new_fh(&self, mode: FopenFlags) -> FileHandle {
+        let fh = self.next_fh.fetch_add(1, Ordering::Relaxed);
+        if mode.contains(FopenFlags::FOPEN_DIRECT_IO) {
+            FileHandle(fh | DIRECT_IO_HANDLE)
+        } else {
+            FileHandle(fh)
+        }
     }
 
     /// Notes one more kernel reference to `ino` (the root is never released).
@@ -273,11 +334,7 @@ impl F2fsFuse {
     /// The operations on behalf of `creds`: checked here unless the kernel
     /// checks them (`default_permissions`).
     fn as_user<'a>(&'a self, creds: &'a Credentials) -> AsUser<'a> {
-        if self.cfg.default_permissions {
-            self.fs.as_user_unchecked(creds)
-        } else {
-            self.fs.as_user(creds)
-        }
+        user_view(&self.fs, creds, !self.cfg.default_permissions)
     }
 
     /// The requesting process's credentials, with its supplementary groups
@@ -300,18 +357,52 @@ impl F2fsFuse {
         who.setattr(ino, attr).map_err(|e| errno(&e))
     }
 
-    /// How a file is opened. Normally through the kernel's cache, kept
+    /// What the VFS does before a caller without CAP_FSETID changes a
+    /// file's data (file_remove_privs): drops set-user-ID, set-group-ID
+    /// and file capabilities. With FUSE_HANDLE_KILLPRIV_V2 the kernel
+    /// leaves that to us and keeps the mode it has cached, so that is
+    /// invalidated when the mode changed.
+    fn remove_privileges(&self, req: &Request, ino: u32) -> Res<()> {
+        let before = self.inode(ino)?.mode;
+        let kill = SetAttr {
+            kill_privileges: true,
+            ..SetAttr::default()
+        };
+        let creds = self.caller(req);
+        let after = self.do_setattr(self.as_user(&creds), ino, &kill)?;
+        if after.mode != before {
+            self.shared.forget_attributes(ino);
+        }
+        Ok(())
+    }
+
+    /// How `inode` is opened. Normally through the kernel's cache, kept
     /// across opens (every change comes through this kernel, so it stays
     /// valid). With the write-back cache, write(2) returns before we see the
     /// data, so an ENOSPC met at write-back could only be reported by a later
     /// fsync or close; when space runs low, files opened for writing bypass
     /// the cache (FOPEN_DIRECT_IO) so that write(2) itself reports ENOSPC.
-    fn open_mode(&self, open_flags: i32) -> FopenFlags {
-        let writing = open_flags & libc::O_ACCMODE != libc::O_RDONLY;
-        if self.cfg.writeback_cache && writing && self.low_on_space() {
+    /// Reads served from the cache never reach us, so when the next read
+    /// is due to update the atime the cache is dropped at open (no
+    /// FOPEN_KEEP_CACHE) and the first reads come to us.
+    fn open_mode(&self, inode: &InodeInfo, open_flags: i32) -> FopenFlags {
+        let access = open_flags & libc::O_ACCMODE;
+        if self.cfg.writeback_cache && access != libc::O_RDONLY && self.low_on_space() {
             FopenFlags::FOPEN_DIRECT_IO
+        } else if access != libc::O_WRONLY && self.cfg.atime.is_due(inode, wall_time()) {
+            FopenFlags::empty()
         } else {
             FopenFlags::FOPEN_KEEP_CACHE
+        }
+    }
+
+    /// A read of `ino`: updates its atime if the policy says so.
+    fn note_access(&self, ino: u32) {
+        match self.fs.note_access(ino, self.cfg.atime) {
+            Ok(true) => self.shared.change(),
+            Ok(false) => {}
+            // Linux ignores a failed atime update too.
+            Err(e) => log(&format!("access time of inode {ino}: {e}")),
         }
     }
 
@@ -451,29 +542,40 @@ impl F2fsFuse {
         }
         let list = Arc::new(self.fs.read_dir(dir).map_err(|e| errno(&e))?);
         self.dirs.lock().insert(fh, list.clone());
+        // Reading a directory is an access (as iterate_dir's file_accessed).
+        self.note_access(dir);
         Ok(list)
     }
 
-    fn do_ioctl(&self, req: &Request, ino: u32, cmd: Command) -> Res<Vec<u8>> {
-        let inode = self.inode(ino)?;
+    fn do_ioctl(&self, req: &Request, ino: u32, cmd: Command, reply: ReplyIoctl) {
+        let inode = match self.inode(ino) {
+            Ok(inode) => inode,
+            Err(e) => return reply.error(e),
+        };
         let flags = self.fs.get_flags(&inode);
         match cmd {
-            Command::GetFlags => Ok(flags.to_ne_bytes().to_vec()),
+            Command::GetFlags => reply.ioctl(0, &flags.to_ne_bytes()),
             // i_generation, as a 4-byte int like the kernel's F2FS.
-            Command::GetVersion => Ok(inode.generation.to_ne_bytes().to_vec()),
-            Command::FsGetXattr => Ok(ioctl::fsxattr(flags, self.fs.project_id(&inode)).to_vec()),
-            Command::SetFlags(new) => self.set_flags(req, &inode, new),
+            Command::GetVersion => reply.ioctl(0, &inode.generation.to_ne_bytes()),
+            Command::FsGetXattr => {
+                reply.ioctl(0, &ioctl::fsxattr(flags, self.fs.project_id(&inode)))
+            }
+            Command::SetFlags(new) => self.set_flags(req, ino, flags, new, reply),
             Command::FsSetXattr {
                 flags: common,
                 projid,
             } => {
                 // Moving a file to another project needs project quota accounting.
                 if projid != self.fs.project_id(&inode) {
-                    return Err(Errno::EOPNOTSUPP);
+                    return reply.error(Errno::EOPNOTSUPP);
                 }
-                self.set_flags(req, &inode, (flags & !ioctl::COMMON_FLAGS) | common)
+                let new = (flags & !ioctl::COMMON_FLAGS) | common;
+                self.set_flags(req, ino, flags, new, reply)
             }
-            Command::Compression(c) => self.compression_ioctl(req, ino, c),
+            Command::Compression(c) => match self.compression_ioctl(req, ino, c) {
+                Ok(out) => reply.ioctl(0, &out),
+                Err(e) => reply.error(e),
+            },
         }
     }
 
@@ -519,13 +621,50 @@ impl F2fsFuse {
 
     /// The VFS's rules (vfs_fileattr_set), checked by the engine: only the
     /// owner or root changes flags, and only root immutable or append-only.
-    fn set_flags(&self, req: &Request, inode: &InodeInfo, new: u32) -> Res<Vec<u8>> {
+    /// The flags are no attribute the kernel knows, but the ctime they set
+    /// is. With the write-back cache, the kernel's dirty pages of a file
+    /// becoming immutable or append-only are written back first: from then
+    /// on the engine would refuse them, and they were written before.
+    fn set_flags(&self, req: &Request, ino: u32, old: u32, new: u32, reply: ReplyIoctl) {
         self.shared.change();
         let creds = self.caller(req);
-        self.as_user(&creds)
-            .set_flags(inode.ino, new)
-            .map_err(|e| errno(&e))?;
-        Ok(Vec::new())
+        let (fs, shared, checked) = (
+            self.fs.clone(),
+            self.shared.clone(),
+            !self.cfg.default_permissions,
+        );
+        let set = move |reply: ReplyIoctl| match user_view(&fs, &creds, checked).set_flags(ino, new)
+        {
+            Ok(_) => {
+                shared.forget_attributes(ino);
+                reply.ioctl(0, &[]);
+            }
+            Err(e) => reply.error(errno(&e)),
+        };
+        let locking = (new & !old) & (inode_flag::IMMUTABLE | inode_flag::APPEND) != 0;
+        if !(locking && self.cfg.writeback_cache) {
+            return set(reply);
+        }
+        self.shared
+            .after_invalidating(ino, 0, 0, move |flushed| match flushed {
+                Ok(()) => set(reply),
+                Err(e) => {
+                    log(&format!(
+                        "chattr: writing back the kernel's pages of inode {ino}: {e}"
+                    ));
+                    reply.error(Errno::from_i32(e.raw_os_error().unwrap_or(libc::EIO)))
+                }
+            });
+    }
+}
+
+/// The operations on behalf of `creds`, permission-checked by the engine
+/// if `checked` (else the kernel has checked them).
+fn user_view<'a>(fs: &'a Fs, creds: &'a Credentials, checked: bool) -> AsUser<'a> {
+    if checked {
+        fs.as_user(creds)
+    } else {
+        fs.as_user_unchecked(creds)
     }
 }
 
@@ -593,6 +732,10 @@ fn time_set(t: TimeOrNow) -> TimeSet {
 /// Free space below which writers bypass the write-back cache (see
 /// `F2fsFuse::open_mode`).
 const LOW_SPACE_BYTES: u64 = 128 << 20;
+
+/// Set in the handles of files opened with FOPEN_DIRECT_IO: their writes
+/// bypass the kernel's page cache as those of O_DIRECT files do.
+const DIRECT_IO_HANDLE: u64 = 1 << 63;
 
 macro_rules! ino_or_reply {
     ($ino:expr, $reply:expr) => {
@@ -859,9 +1002,10 @@ impl Filesystem for F2fsFuse {
                 .map_err(|e| errno(&e)),
         });
         match opened {
-            Ok(_) => {
+            Ok(inode) => {
                 let _ = self.fs.open_inode(ino);
-                reply.opened(self.new_fh(), self.open_mode(flags.0));
+                let mode = self.open_mode(&inode, flags.0);
+                reply.opened(self.new_fh(mode), mode);
             }
             Err(e) => reply.error(e),
         }
@@ -881,7 +1025,12 @@ impl Filesystem for F2fsFuse {
         self.shared.request();
         let ino = ino_or_reply!(ino, reply);
         match self.do_read(ino, offset, size) {
-            Ok(data) => reply.data(&data),
+            Ok(data) => {
+                // Before answering: the kernel fetches the atime again
+                // once the read is done.
+                self.note_access(ino);
+                reply.data(&data);
+            }
             Err(e) => reply.error(e),
         }
     }
@@ -890,29 +1039,45 @@ impl Filesystem for F2fsFuse {
         &self,
         req: &Request,
         ino: INodeNo,
-        _fh: FileHandle,
+        fh: FileHandle,
         offset: u64,
         data: &[u8],
         write_flags: WriteFlags,
-        _flags: OpenFlags,
+        flags: OpenFlags,
         _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
         let ino = ino_or_reply!(ino, reply);
         if write_flags.contains(WriteFlags::FUSE_WRITE_KILL_SUIDGID) {
-            let kill = SetAttr {
-                kill_privileges: true,
-                ..SetAttr::default()
-            };
-            let creds = self.caller(req);
-            if let Err(e) = self.do_setattr(self.as_user(&creds), ino, &kill) {
+            if let Err(e) = self.remove_privileges(req, ino) {
                 return reply.error(e);
             }
         }
-        match self.do_write(ino, offset, data) {
-            Ok(n) => reply.written(n),
-            Err(e) => reply.error(e),
+        let n = match self.do_write(ino, offset, data) {
+            Ok(n) => n,
+            Err(e) => return reply.error(e),
+        };
+        // A direct write bypasses the kernel's page cache, which may hold
+        // the range: read before the write, or read into while it ran.
+        // The kernel drops such pages itself only after a synchronous
+        // O_DIRECT write, not after an asynchronous one (AIO, io_uring)
+        // nor a write to a FOPEN_DIRECT_IO file, so buffered readers could
+        // keep the old bytes; we have it drop them before we answer.
+        // Write-back (FUSE_WRITE_CACHE) comes from those pages themselves.
+        let direct = !write_flags.contains(WriteFlags::FUSE_WRITE_CACHE)
+            && (flags.0 & libc::O_DIRECT != 0 || fh.0 & DIRECT_IO_HANDLE != 0);
+        if !direct {
+            return reply.written(n);
         }
+        self.shared
+            .after_invalidating(ino, offset, n.into(), move |dropped| {
+                if let Err(e) = dropped {
+                    log(&format!(
+                        "direct write: dropping the kernel's pages of inode {ino}: {e}"
+                    ));
+                }
+                reply.written(n)
+            });
     }
 
     fn flush(
@@ -968,7 +1133,7 @@ impl Filesystem for F2fsFuse {
         match self.as_user(&creds).open_dir(ino) {
             Ok(_) => {
                 let _ = self.fs.open_inode(ino);
-                reply.opened(self.new_fh(), FopenFlags::empty());
+                reply.opened(self.new_fh(FopenFlags::empty()), FopenFlags::empty());
             }
             Err(e) => reply.error(errno(&e)),
         }
@@ -1212,12 +1377,13 @@ impl Filesystem for F2fsFuse {
             Ok(inode) => {
                 self.kernel_ref(inode.ino);
                 let _ = self.fs.open_inode(inode.ino);
+                let mode = self.open_mode(&inode, flags);
                 reply.created(
                     &self.entry_ttl(parent),
                     &file_attr(&inode),
                     Generation(inode.generation as u64),
-                    self.new_fh(),
-                    self.open_mode(flags),
+                    self.new_fh(mode),
+                    mode,
                 );
             }
             Err(e) => reply.error(e),
@@ -1226,7 +1392,7 @@ impl Filesystem for F2fsFuse {
 
     fn fallocate(
         &self,
-        _req: &Request,
+        req: &Request,
         ino: INodeNo,
         _fh: FileHandle,
         offset: u64,
@@ -1237,10 +1403,81 @@ impl Filesystem for F2fsFuse {
         let ino = ino_or_reply!(ino, reply);
         self.shared.change();
         let result = FallocMode::from_flags(mode)
-            .and_then(|mode| self.fs.fallocate(ino, offset, length, mode));
+            .map_err(|e| errno(&e))
+            .and_then(|mode| {
+                // As every fallocate mode on Linux (file_modified).
+                if !self.caller(req).is_privileged() {
+                    self.remove_privileges(req, ino)?;
+                }
+                self.fs
+                    .fallocate(ino, offset, length, mode)
+                    .map_err(|e| errno(&e))
+            });
         match result {
             Ok(()) => reply.ok(),
-            Err(e) => reply.error(errno(&e)),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    /// copy_file_range(2), done here rather than by the kernel's fallback
+    /// through its page cache: each chunk is checked as a write of the
+    /// destination when it is written (an immutable file refuses it, also
+    /// if it became immutable after it was opened). The kernel wrote its
+    /// dirty pages of both ranges back before asking and drops its pages
+    /// of the destination range after.
+    fn copy_file_range(
+        &self,
+        req: &Request,
+        ino_in: INodeNo,
+        _fh_in: FileHandle,
+        offset_in: u64,
+        ino_out: INodeNo,
+        _fh_out: FileHandle,
+        offset_out: u64,
+        len: u64,
+        flags: CopyFileRangeFlags,
+        reply: ReplyWrite,
+    ) {
+        let from = ino_or_reply!(ino_in, reply);
+        let to = ino_or_reply!(ino_out, reply);
+        if !flags.is_empty() {
+            return reply.error(Errno::EINVAL);
+        }
+        self.shared.change();
+        // The answer is a 32-bit count; a shorter copy makes the caller ask again.
+        let len = len.min((u32::MAX as u64) & !(MAX_WRITE as u64 - 1));
+        let result = (|| {
+            if !self.caller(req).is_privileged() {
+                self.remove_privileges(req, to)?;
+            }
+            // Copies one chunk at `done`: (bytes written, bytes read).
+            let step = |done: u64| -> Res<(u32, usize)> {
+                let chunk = (len - done).min(MAX_WRITE as u64) as u32;
+                let data = self.do_read(from, offset_in + done, chunk)?;
+                if data.is_empty() {
+                    return Ok((0, 0));
+                }
+                Ok((self.do_write(to, offset_out + done, &data)?, data.len()))
+            };
+            let mut done = 0u64;
+            while done < len {
+                // An error after some bytes ends the copy short, as a write.
+                let (n, wanted) = match step(done) {
+                    Ok((_, 0)) => break,
+                    Ok(step) => step,
+                    Err(_) if done > 0 => break,
+                    Err(e) => return Err(e),
+                };
+                done += n as u64;
+                if (n as usize) < wanted {
+                    break;
+                }
+            }
+            Ok(done as u32)
+        })();
+        match result {
+            Ok(n) => reply.written(n),
+            Err(e) => reply.error(e),
         }
     }
 
@@ -1270,39 +1507,22 @@ impl Filesystem for F2fsFuse {
         // With the writeback cache the kernel may hold dirty pages we have
         // not seen, and it sends FUSE_LSEEK without writing them back
         // (fuse_lseek, Linux 6.x). Invalidating the inode's pages makes it
-        // write the dirty ones back first (launder_folio: WRITE requests to
-        // us, waited for), so the answer then covers them. The kernel waits
-        // in our notification until those WRITEs are answered, so it is
-        // sent from a helper thread: this request thread goes on serving.
-        let Some(notifier) = self.shared.notifier() else {
-            // Not mounted through `serve`: no way to flush. ENOSYS makes the
-            // kernel answer "all data up to EOF" from now on, always correct.
-            return reply.error(Errno::ENOSYS);
-        };
+        // write the dirty ones back first, so the answer then covers them.
         let fs = self.fs.clone();
-        let helper = self.shared.helper();
-        let spawned = std::thread::Builder::new()
-            .name("f2fuse-lseek".into())
-            .spawn(move || {
-                let _helper = helper;
-                match notifier.inval_inode(to_fuse(ino), 0, 0) {
-                    Ok(()) => reply_seek(&fs, ino, offset, target, reply),
-                    // The kernel has no such inode cached: no pages to flush.
-                    Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {
-                        reply_seek(&fs, ino, offset, target, reply)
-                    }
-                    Err(e) => {
-                        log(&format!(
-                            "lseek: flushing the kernel's pages of inode {ino}: {e}"
-                        ));
-                        reply.error(Errno::from_i32(e.raw_os_error().unwrap_or(libc::EIO)))
-                    }
+        self.shared
+            .after_invalidating(ino, 0, 0, move |flushed| match flushed {
+                Ok(()) => reply_seek(&fs, ino, offset, target, reply),
+                // Not mounted through `serve`: no way to flush. ENOSYS makes
+                // the kernel answer "all data up to EOF" from now on, always
+                // correct.
+                Err(e) if e.raw_os_error() == Some(libc::ENOSYS) => reply.error(Errno::ENOSYS),
+                Err(e) => {
+                    log(&format!(
+                        "lseek: flushing the kernel's pages of inode {ino}: {e}"
+                    ));
+                    reply.error(Errno::from_i32(e.raw_os_error().unwrap_or(libc::EIO)))
                 }
             });
-        if let Err(e) = spawned {
-            // The reply went with the closure; dropping it answers EIO.
-            log(&format!("lseek: starting a helper thread: {e}"));
-        }
     }
 
     fn ioctl(
@@ -1318,8 +1538,8 @@ impl Filesystem for F2fsFuse {
     ) {
         self.shared.request();
         let ino = ino_or_reply!(ino, reply);
-        match ioctl::decode(cmd, in_data, out_size).and_then(|cmd| self.do_ioctl(req, ino, cmd)) {
-            Ok(out) => reply.ioctl(0, &out),
+        match ioctl::decode(cmd, in_data, out_size) {
+            Ok(cmd) => self.do_ioctl(req, ino, cmd, reply),
             Err(e) => reply.error(e),
         }
     }

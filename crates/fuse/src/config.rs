@@ -1,6 +1,7 @@
 //! Mount configuration and `-o` option parsing.
 
 use f2fuse_engine::compress::{CompressMode, CompressOptions};
+use f2fuse_engine::fs::AtimePolicy;
 use f2fuse_engine::tunables;
 use f2fuse_layout::compress::CompressAlgorithm;
 use std::time::Duration;
@@ -36,6 +37,11 @@ pub struct MountConfig {
     pub kernel_flags: Vec<String>,
     /// Name shown as the source in /proc/mounts (default: the image path).
     pub fsname: Option<String>,
+    /// The type is shown as `fuse.SUBTYPE` (default `f2fuse`).
+    pub subtype: String,
+    /// Which reads update access times (`relatime` by default,
+    /// `strictatime`, `noatime`): FUSE leaves atime to the daemon.
+    pub atime: AtimePolicy,
     /// The kernel's compression options (`compress_algorithm=zstd:3`,
     /// `compress_log_size=4`, `compress_extension=txt`, ...), for files
     /// that get compression on an image with the feature.
@@ -63,6 +69,8 @@ impl Default for MountConfig {
             tunables: Vec::new(),
             kernel_flags: Vec::new(),
             fsname: None,
+            subtype: "f2fuse".to_string(),
+            atime: AtimePolicy::default(),
             compress: CompressOptions::default(),
             read_ahead_kb: DEFAULT_READ_AHEAD_KB,
         }
@@ -74,8 +82,9 @@ const MAX_READ_AHEAD_KB: u32 = 1 << 20;
 
 /// The options `-o` accepts, for error messages and `--help`.
 pub const OPTIONS_HELP: &str = "ro, rw, allow_other, default_permissions, threads=N, \
-     writeback_cache, no_writeback_cache, ttl=SECS, fsname=NAME, read_ahead_kb=KIB, the kernel \
-     flags dev, nodev, suid, nosuid, exec, noexec, atime, noatime, sync, async, dirsync, and the f2fs tunables as \
+     writeback_cache, no_writeback_cache, ttl=SECS, fsname=NAME, read_ahead_kb=KIB, \
+     subtype=NAME, relatime, strictatime, the kernel flags dev, nodev, \
+     suid, nosuid, exec, noexec, atime, noatime, sync, async, dirsync, and the f2fs tunables as \
      NAME=VALUE (max_victim_search, gc_idle, gc_urgent, gc_urgent_sleep_time, gc_min_sleep_time, \
      gc_max_sleep_time, gc_no_gc_sleep_time, cp_interval, reclaim_segments, min_ssr_sections, \
      dir_level, serialized_dio_pages, max_folio_order; \
@@ -95,6 +104,12 @@ fn seconds(name: &str, value: &str) -> Result<Duration, String> {
 }
 
 impl MountConfig {
+    /// `relatime` or `strictatime`: reads update atimes again after a `noatime`.
+    fn set_atime(&mut self, policy: AtimePolicy) {
+        self.atime = policy;
+        self.kernel_flags.retain(|f| f != "noatime");
+    }
+
     /// Applies one comma-separated `-o` list (later options win).
     pub fn apply_options(&mut self, list: &str) -> Result<(), String> {
         for opt in list.split(',').filter(|o| !o.is_empty()) {
@@ -139,6 +154,11 @@ impl MountConfig {
                 self.tunables.push((name.to_string(), value));
             }
             ("fsname", Some(v)) if !v.is_empty() => self.fsname = Some(v.to_string()),
+            ("subtype", Some(v)) if !v.is_empty() && !v.contains(',') => {
+                self.subtype = v.to_string()
+            }
+            ("relatime", None) => self.set_atime(AtimePolicy::Relative),
+            ("strictatime", None) => self.set_atime(AtimePolicy::Strict),
             ("compress_algorithm", Some(v)) => {
                 let (name, level) = match v.split_once(':') {
                     Some((n, l)) => (n, Some(l)),
@@ -187,6 +207,11 @@ impl MountConfig {
                 };
                 self.kernel_flags.retain(|f| f != flag && *f != opposite);
                 self.kernel_flags.push(flag.to_string());
+                match flag {
+                    "noatime" => self.atime = AtimePolicy::Never,
+                    "atime" => self.atime = AtimePolicy::Relative,
+                    _ => {}
+                }
             }
             _ => {
                 return Err(format!(
@@ -239,6 +264,14 @@ mod tests {
         assert!(!c.read_only && !c.writeback_cache);
         assert_eq!(c.kernel_flags, ["atime"]);
         assert_eq!(c.ttl, Duration::from_millis(500));
+        c.apply_options("noatime,subtype=f2test").unwrap();
+        assert_eq!(
+            (c.atime, c.subtype.as_str()),
+            (AtimePolicy::Never, "f2test")
+        );
+        c.apply_options("strictatime").unwrap();
+        assert_eq!(c.atime, AtimePolicy::Strict);
+        assert!(c.kernel_flags.is_empty());
     }
 
     #[test]
@@ -266,6 +299,7 @@ mod tests {
             "ro=1",
             "ttl=-1",
             "fsname=",
+            "subtype=",
             "gc_urgent=4",
             "max_victim_search=0",
             "max_victim_search=x",

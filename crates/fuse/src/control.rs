@@ -5,7 +5,8 @@
 //! `/run/user/UID/f2fuse/` (or `/tmp/f2fuse-UID/` without it), a directory
 //! of mode 0700 owned by the mount's owner; the socket (mode 0600) is named
 //! after a hash of the mount point's canonical path. Clients find the owner
-//! in /proc/self/mountinfo (`user_id=` of the `fuse.f2fuse` mount), and the
+//! in /proc/self/mountinfo (`user_id=` of the FUSE mount: its type is
+//! `fuse.f2fuse` unless mounted with `-o subtype=`), and the
 //! daemon accepts only peers whose SO_PEERCRED uid is the owner's or 0.
 //!
 //! Protocol: one request line per connection (`VERB[ ARGUMENT]`, at most
@@ -74,8 +75,8 @@ fn canonical_mountpoint(mountpoint: &Path) -> Result<PathBuf, String> {
     Ok(parent.join(name))
 }
 
-/// The owner (`user_id=`) of the f2fuse mount at `mountpoint`, from
-/// /proc/self/mountinfo.
+/// The owner (`user_id=`) of the FUSE mount at `mountpoint`, from
+/// /proc/self/mountinfo (whether f2fuse serves it, its socket tells).
 fn mount_owner(mountpoint: &Path) -> Result<u32, String> {
     let info = std::fs::read_to_string("/proc/self/mountinfo")
         .map_err(|e| format!("/proc/self/mountinfo: {e}"))?;
@@ -86,7 +87,8 @@ fn mount_owner(mountpoint: &Path) -> Result<u32, String> {
             let (mount, fs) = line.split_once(" - ")?;
             let point = crate::unescape_mountinfo(mount.split(' ').nth(4)?);
             let mut fs = fs.split(' ');
-            if point != wanted || fs.next()? != "fuse.f2fuse" {
+            let kind = fs.next()?;
+            if point != wanted || !(kind == "fuse" || kind.starts_with("fuse.")) {
                 return None;
             }
             fs.nth(1)?

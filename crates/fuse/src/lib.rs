@@ -18,6 +18,7 @@ pub use adapter::{AdapterConfig, F2fsFuse, Shared, MAX_WRITE};
 pub use config::{MountConfig, OPTIONS_HELP};
 use control::ControlServer;
 
+use f2fuse_engine::fs::AtimePolicy;
 use f2fuse_engine::{Fs, OpenOptions};
 use fuser::{InitFlags, KernelConfig, MountOption, Session, SessionACL, SessionUnmounter};
 use parking_lot::{Condvar, Mutex};
@@ -66,7 +67,13 @@ pub struct ImageLock {
     _file: File,
 }
 
-/// Takes the [`ImageLock`] of `image` without waiting.
+/// How long a mount waits for an earlier daemon of the same image to let
+/// go of it: after an unmount the daemon still writes its last checkpoint,
+/// and `umount; mount` must work.
+const LOCK_WAIT: Duration = Duration::from_secs(10);
+
+/// Takes the [`ImageLock`] of `image`, waiting (up to `LOCK_WAIT`) for a
+/// daemon whose mount is gone; an image still mounted is refused at once.
 pub fn lock_image(image: &Path) -> Result<ImageLock, String> {
     let shown = image.display();
     let meta = std::fs::metadata(image).map_err(|e| format!("{shown}: {e}"))?;
@@ -79,19 +86,48 @@ pub fn lock_image(image: &Path) -> Result<ImageLock, String> {
         Some(libc::EBUSY) => format!("{shown}: the device is busy (mounted by the kernel?)"),
         _ => format!("{shown}: {e}"),
     })?;
-    // SAFETY: flock on a descriptor we own.
-    if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+    let deadline = Instant::now() + LOCK_WAIT;
+    loop {
+        // SAFETY: flock on a descriptor we own.
+        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
+            return Ok(ImageLock { _file: file });
+        }
         let e = io::Error::last_os_error();
-        return Err(if e.raw_os_error() == Some(libc::EWOULDBLOCK) {
-            format!(
+        if e.raw_os_error() != Some(libc::EWOULDBLOCK) {
+            return Err(format!("{shown}: cannot lock the image: {e}"));
+        }
+        if is_mount_source(image) || Instant::now() >= deadline {
+            return Err(format!(
                 "{shown}: the image is already mounted (another f2fuse process holds its lock); \
                  unmount it first"
-            )
-        } else {
-            format!("{shown}: cannot lock the image: {e}")
-        });
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(50));
     }
-    Ok(ImageLock { _file: file })
+}
+
+/// Whether a FUSE mount names `image` as its source in /proc/self/mountinfo
+/// (a daemon's default `fsname`).
+fn is_mount_source(image: &Path) -> bool {
+    let Ok(info) = std::fs::read_to_string("/proc/self/mountinfo") else {
+        return false;
+    };
+    let Ok(image) = image.canonicalize() else {
+        return false;
+    };
+    let wanted = image.as_os_str().as_bytes();
+    info.lines().any(|line| {
+        // After the optional fields: " - TYPE SOURCE SUPER_OPTIONS".
+        let Some((_, tail)) = line.split_once(" - ") else {
+            return false;
+        };
+        let mut fields = tail.split(' ');
+        let is_fuse = fields.next().is_some_and(|t| t.starts_with("fuse"));
+        is_fuse
+            && fields
+                .next()
+                .is_some_and(|s| unescape_mountinfo(s) == wanted)
+    })
 }
 
 fn fuser_config(image: &Path, cfg: &MountConfig) -> fuser::Config {
@@ -101,8 +137,8 @@ fn fuser_config(image: &Path, cfg: &MountConfig) -> fuser::Config {
                 .clone()
                 .unwrap_or_else(|| image.display().to_string()),
         ),
-        // Shown as "fuse.f2fuse" in /proc/mounts.
-        MountOption::CUSTOM("subtype=f2fuse".to_string()),
+        // Shown as "fuse.SUBTYPE" in /proc/mounts.
+        MountOption::CUSTOM(format!("subtype={}", cfg.subtype)),
     ];
     if cfg.read_only {
         options.push(MountOption::RO);
@@ -477,6 +513,12 @@ fn serve_blocked(
             ttl: cfg.ttl,
             writeback_cache: cfg.writeback_cache && !cfg.read_only,
             default_permissions: cfg.default_permissions,
+            // Nothing is written on a read-only mount, atimes neither.
+            atime: if cfg.read_only {
+                AtimePolicy::Never
+            } else {
+                cfg.atime
+            },
         },
         shared.clone(),
     );

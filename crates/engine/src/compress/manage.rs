@@ -6,7 +6,7 @@
 use super::{add_compr_blocks, cluster_contents, map_cluster, store_cluster, ClusterShape};
 use crate::data::{addr_slot, set_addr, BlockMapper};
 use crate::error::{Error, Result};
-use crate::inode::{blocks_less, now, set_ctime, Ctx, InodeInfo};
+use crate::inode::{blocks_less, set_ctime, Ctx, InodeInfo};
 use f2fuse_layout::*;
 
 /// The compressed clusters of `inode` below its size, with their slots.
@@ -67,7 +67,7 @@ pub fn release_blocks(ctx: &Ctx, ino: u32) -> Result<u64> {
             .count() as u64;
     }
     ctx.space.lock().release_blocks(released)?;
-    let t = now();
+    let t = ctx.clock.now();
     ctx.try_update_inode(ino, |raw| {
         raw.i_blocks.set(blocks_less(raw, released)?);
         add_compr_blocks(raw, -(released as i64));
@@ -99,7 +99,7 @@ pub fn reserve_blocks(ctx: &Ctx, ino: u32) -> Result<u64> {
     for (cluster, slots) in &clusters {
         replace_slots(ctx, &inode, *cluster, slots, NULL_ADDR, NEW_ADDR)?;
     }
-    let t = now();
+    let t = ctx.clock.now();
     ctx.update_inode(ino, |raw| {
         raw.i_blocks.set(raw.i_blocks.get() + charged);
         add_compr_blocks(raw, saved as i64);

@@ -356,7 +356,7 @@ fn zstd_compress(level: u8, data: &[u8], limit: usize) -> Option<Vec<u8>> {
 }
 
 use crate::data::{addr_slot, get_addr, set_addr, AddrSlot};
-use crate::inode::{blocks_less, now, set_ctime, set_mtime, Ctx};
+use crate::inode::{blocks_less, set_ctime, set_mtime, Ctx};
 use f2fuse_layout::compress::{
     build_cluster, COMPRESS_CHKSUM, COMPRESS_HEADER_SIZE, COMPRESS_LEVEL_OFFSET,
     I_COMPR_BLOCKS_OFFSET,
@@ -562,14 +562,7 @@ pub fn write_data(
     if data.is_empty() {
         return Ok(0);
     }
-    let max = max_file_blocks(inode.addrs()) * F2FS_BLKSIZE as u64;
-    if offset >= max {
-        return Err(Error::errno(
-            libc::EFBIG,
-            format!("inode {ino}: write past the largest file size"),
-        ));
-    }
-    let data = &data[..(data.len() as u64).min(max - offset) as usize];
+    let data = crate::data::within_largest_file(&inode, offset, data)?;
     let end = offset + data.len() as u64;
     let size = inode.size.max(end);
     let cluster_bytes = compression.cluster_blocks() * F2FS_BLKSIZE as u64;
@@ -596,7 +589,7 @@ pub fn write_data(
             Err(e) => return Err(e),
         }
     }
-    let t = now();
+    let t = ctx.clock.now();
     ctx.update_inode(ino, |raw| {
         raw.i_size.set(raw.i_size.get().max(stored));
         set_mtime(raw, t);
@@ -648,7 +641,7 @@ pub fn truncate(ctx: &Ctx, ino: u32, size: u64) -> Result<()> {
             ctx.update_inode(ino, |raw| add_compr_blocks(raw, -(saved as i64)))?;
         }
     }
-    let t = now();
+    let t = ctx.clock.now();
     ctx.update_inode(ino, |raw| {
         raw.i_size.set(size);
         if size == 0 {

@@ -228,7 +228,7 @@ impl Fs {
                 ..Default::default()
             }
             .new_file_state();
-            let t = crate::inode::now();
+            let t = ctx.clock.now();
             ctx.update_inode(ino, |raw| {
                 state.store(raw);
                 crate::inode::set_ctime(raw, t);

@@ -5,7 +5,7 @@ use super::locks::Mode;
 use super::Fs;
 use crate::data;
 use crate::error::Result;
-use crate::inode::{now, set_ctime, Ctx};
+use crate::inode::{set_ctime, Ctx};
 use crate::xattr;
 use f2fuse_layout::Corrupt;
 
@@ -64,7 +64,7 @@ impl Fs {
     /// Drops one link of `ino` (its inode lock held exclusively); frees it
     /// at zero links unless it is open.
     pub(super) fn drop_link(&self, ctx: &Ctx, ino: u32) -> Result<()> {
-        let t = now();
+        let t = ctx.clock.now();
         let links = ctx.try_update_inode(ino, |raw| {
             let links = raw.i_links.get().checked_sub(1).ok_or_else(|| {
                 Corrupt::new("inode", format!("inode {ino}: unlinking with i_links 0"))

@@ -9,7 +9,7 @@ use crate::data::{self, FallocMode, SeekTarget};
 use crate::error::{Error, Result};
 use crate::flags::{self, deny_if_immutable, deny_if_locked};
 use crate::inline;
-use crate::inode::{now, set_atime, set_ctime, set_mtime, FileKind, InodeInfo, Timestamp};
+use crate::inode::{set_atime, set_ctime, set_mtime, FileKind, InodeInfo, Timestamp};
 use crate::perm::Credentials;
 use crate::xattr::{self, SetMode};
 use f2fuse_layout::*;
@@ -59,6 +59,22 @@ impl SetAttr {
             && self.ctime.is_none()
     }
 
+    /// Whether `t` is "now": asked as such, or the time the change time
+    /// is also given (a kernel that keeps file times itself sends "now" as
+    /// its clock's value).
+    pub(super) fn is_now(&self, t: Option<TimeSet>) -> bool {
+        match t {
+            Some(TimeSet::Now) => true,
+            Some(TimeSet::At(at)) => self.ctime == Some(at),
+            None => false,
+        }
+    }
+
+    /// Both times set to now (utime(path, NULL), touch).
+    pub(super) fn touches(&self) -> bool {
+        self.is_now(self.atime) && self.is_now(self.mtime)
+    }
+
     /// EPERM for what the immutable and append-only flags forbid (the
     /// VFS's notify_change and truncate rules).
     fn check_flags(&self, inode: &InodeInfo) -> Result<()> {
@@ -72,11 +88,13 @@ impl SetAttr {
         if self.mode.is_some() || self.uid.is_some() || self.gid.is_some() {
             deny_if_locked(inode, "mode or owner change")?;
         }
-        // A kernel keeping times itself reports a write as mtime + ctime
-        // without atime; append-only files may be written, so that passes.
+        // Times set to now (utime(path, NULL), a write's mtime) are allowed
+        // on append-only files; given times are not (notify_change's
+        // ATTR_TIMES_SET). A kernel keeping times itself reports a write
+        // as mtime + ctime without atime.
         let write_times = self.ctime.is_some() && self.atime.is_none();
         let explicit = |t: Option<TimeSet>| matches!(t, Some(TimeSet::At(_)));
-        if explicit(self.atime) || (explicit(self.mtime) && !write_times) {
+        if !self.touches() && (explicit(self.atime) || (explicit(self.mtime) && !write_times)) {
             deny_if_locked(inode, "setting times")?;
         }
         Ok(())
@@ -373,7 +391,7 @@ impl Fs {
                 require_regular(&inode)?;
                 crate::compress::truncate(ctx, ino, size)?;
             }
-            let t = now();
+            let t = ctx.clock.now();
             let resolve = |ts: TimeSet| match ts {
                 TimeSet::Now => t,
                 TimeSet::At(x) => x,
@@ -430,7 +448,7 @@ impl Fs {
                 ));
             }
             let options = self.compress_options();
-            let t = now();
+            let t = ctx.clock.now();
             ctx.try_update_inode(ino, |raw| {
                 crate::compress::apply_compr_flag(&inode, raw, stored, &options)?;
                 raw.i_flags.set(stored);

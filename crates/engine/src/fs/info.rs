@@ -4,6 +4,7 @@
 use super::{Fs, FsCounter, StatFs};
 use crate::error::{Error, Result};
 use crate::gc::GcStats;
+use crate::inode::{InodeClock, Timestamp};
 use crate::report::{LogStatus, Status};
 use crate::segment::{AllocStats, SegmentManager};
 use crate::tunables::Tunables;
@@ -132,6 +133,18 @@ impl Fs {
             *w.clock.simulated.lock() = Some(since_mount);
             w.space.lock().set_simulated_age(since_mount.as_secs());
         }
+    }
+
+    /// Pins every time the file system writes, for reproducible images:
+    /// inode times are `t` and new inodes get generation 0, and the clock
+    /// since mount stands still at zero (the checkpoint's elapsed time,
+    /// segment ages and `cp_interval` then never move), so the same
+    /// operations on the same image write the same bytes.
+    pub fn set_fixed_time(&self, t: Timestamp) {
+        if let Some(w) = &self.writer {
+            *w.clock.inodes.write() = InodeClock::Fixed(t);
+        }
+        self.set_simulated_clock(Duration::ZERO);
     }
 
     /// Block allocation counters (blocks per log, SSR blocks, segments opened).

@@ -39,6 +39,7 @@
 //! lookups (a lookup sees a rename's new name before the old one goes);
 //! each attribute change.
 
+mod atime;
 mod clean;
 mod compress;
 mod evict;
@@ -52,6 +53,7 @@ mod read;
 mod sync;
 mod xattr;
 
+pub use atime::AtimePolicy;
 pub use file::{SetAttr, TimeSet};
 pub use namei::RenameFlags;
 pub use perm::{AsUser, OPEN_FOR_EXEC};
@@ -61,7 +63,7 @@ use crate::data::DataPolicy;
 use crate::device::Device;
 use crate::error::{Error, Result};
 use crate::gc::GcState;
-use crate::inode::{Ctx, InodeCheck, InodeInfo};
+use crate::inode::{Ctx, InodeCheck, InodeClock, InodeInfo};
 use crate::lock_order::{self, Level};
 use crate::node::NodeManager;
 use crate::segment::{SegmentManager, SitTable};
@@ -99,10 +101,12 @@ pub struct StatFs {
 }
 
 /// Time since mount: the wall clock, or a simulated one for deterministic
-/// experiments (`Fs::set_simulated_clock`).
+/// experiments (`Fs::set_simulated_clock`); and the time written into
+/// inodes (`Fs::set_fixed_time`).
 struct Clock {
     mounted_at: Instant,
     simulated: Mutex<Option<Duration>>,
+    inodes: RwLock<InodeClock>,
 }
 
 impl Clock {
@@ -217,6 +221,7 @@ impl Fs {
             check: &self.check,
             cold_exts: &w.cold_exts,
             hot_exts: &w.hot_exts,
+            clock: *w.clock.inodes.read(),
         }
     }
 

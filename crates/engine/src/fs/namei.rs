@@ -11,7 +11,7 @@ use crate::dir::{self, FoundEntry};
 use crate::error::{Error, Result};
 use crate::flags::{deny_if_immutable, deny_if_locked};
 use crate::inline;
-use crate::inode::{create_inode, now, set_ctime, Ctx, FileKind, InodeInfo, NewInode, Timestamp};
+use crate::inode::{create_inode, set_ctime, Ctx, FileKind, InodeInfo, NewInode, Timestamp};
 use crate::perm::{Access, Credentials};
 use crate::xattr::{self, SetMode};
 use f2fuse_layout::*;
@@ -351,7 +351,7 @@ impl Fs {
                 ino,
                 file_type_of_mode(inode.mode).expect("valid"),
             )?;
-            let t = now();
+            let t = ctx.clock.now();
             ctx.update_inode(ino, |raw| {
                 raw.i_links.set(raw.i_links.get() + 1);
                 // Recovery can no longer trust i_pino (the kernel's LOST_PINO).
@@ -575,7 +575,7 @@ impl Fs {
                     ));
                 }
             }
-            let t = now();
+            let t = ctx.clock.now();
             if flags.exchange {
                 let other = existing.expect("checked");
                 let other_inode = ctx.inode(other.info.ino)?;

@@ -6,10 +6,11 @@ use crate::checkpoint::{load_checkpoint, CheckpointState};
 use crate::device::{BlockDevice, Device, FileDevice, FileDeviceOptions, OverlayDevice};
 use crate::error::{Error, Result};
 use crate::gc::GcState;
-use crate::inode::{FileKind, InodeCheck};
+use crate::inode::{FileKind, InodeCheck, InodeClock};
 use crate::node::NodeManager;
 use crate::recovery;
 use crate::segment::{SegmentManager, SitTable};
+use crate::sparse::{self, SparseDevice};
 use crate::stats::ShardedCounters;
 use crate::superblock::{load_superblock, LoadedSuperblock};
 use crate::tunables::Tunables;
@@ -28,7 +29,8 @@ use std::time::{Duration, Instant};
 const WRITE_FEATURES: u32 = crate::mkfs::MKFS_FEATURES | feature::PRJQUOTA | feature::COMPRESSION;
 
 impl Fs {
-    /// Opens an image file or block device.
+    /// Opens an image file or block device, raw or (read-only) an Android
+    /// sparse image.
     pub fn open_path(path: &Path, opts: OpenOptions) -> Result<Fs> {
         Fs::open_path_with(path, opts, &[])
     }
@@ -40,6 +42,23 @@ impl Fs {
         opts: OpenOptions,
         tunables: &[(String, u64)],
     ) -> Result<Fs> {
+        if let (false, Some((name, _))) = (opts.writable, tunables.first()) {
+            return Err(Error::errno(
+                libc::EROFS,
+                format!("tunable {name}: tunables need a writable file system"),
+            ));
+        }
+        if sparse::is_sparse_file(path) {
+            if opts.writable {
+                return Err(Error::errno(
+                    libc::EROFS,
+                    "an Android sparse image can only be opened read-only",
+                ));
+            }
+            // Page-cache reads: chunk data sits at arbitrary file offsets.
+            let file = FileDevice::open(path, FileDeviceOptions::default())?;
+            return Fs::open(Box::new(SparseDevice::open(Box::new(file))?));
+        }
         let dev = FileDevice::open(
             path,
             FileDeviceOptions {
@@ -49,11 +68,6 @@ impl Fs {
         )?;
         if opts.writable {
             Fs::open_writable_with(Box::new(dev), tunables)
-        } else if let Some((name, _)) = tunables.first() {
-            Err(Error::errno(
-                libc::EROFS,
-                format!("tunable {name}: tunables need a writable file system"),
-            ))
         } else {
             Fs::open(Box::new(dev))
         }
@@ -164,6 +178,7 @@ impl Fs {
             clock: Clock {
                 mounted_at: Instant::now(),
                 simulated: Mutex::new(None),
+                inodes: RwLock::new(InodeClock::Wall),
             },
             tunables: Mutex::new(tuned),
             cold_exts: cold,

@@ -13,7 +13,7 @@
 //! changes) run inside the operation, under its locks, so a concurrent
 //! chmod or rename cannot slip between the check and the change.
 
-use super::{Fs, RenameFlags, SetAttr, TimeSet};
+use super::{Fs, RenameFlags, SetAttr};
 use crate::acl::AclKind;
 use crate::dir::DirEntryInfo;
 use crate::error::{Error, Result};
@@ -123,20 +123,12 @@ impl Fs {
         if attr.atime.is_none() && attr.mtime.is_none() {
             return Ok(attr);
         }
-        // A kernel that keeps file times itself sends "now" as the time it
-        // also gives the change time.
-        let now = |t: Option<TimeSet>| match t {
-            Some(TimeSet::Now) => true,
-            Some(TimeSet::At(at)) => attr.ctime == Some(at),
-            None => false,
-        };
-        let touch = now(attr.atime) && now(attr.mtime);
         // The kernel recording the mtime of a write or truncate (it sends
         // O_TRUNC's without a file handle). utimensat with atime omitted
         // and mtime now looks the same: unlike Linux, a non-owner with
         // write permission may do that too.
-        let data_change = attr.atime.is_none() && now(attr.mtime);
-        if touch || data_change {
+        let data_change = attr.atime.is_none() && attr.is_now(attr.mtime);
+        if attr.touches() || data_change {
             if !creds.owns_or_privileged(inode) && !attr.through_writable_file {
                 self.permission(Some(creds), inode, Access::WRITE)?;
             }

@@ -5,7 +5,7 @@ use super::Fs;
 use crate::acl::{Acl, AclKind};
 use crate::error::{Error, Result};
 use crate::flags::deny_if_locked;
-use crate::inode::{now, set_ctime, FileKind, InodeInfo};
+use crate::inode::{set_ctime, FileKind, InodeInfo};
 use crate::perm::{self, Access, Credentials};
 use crate::xattr::{self, SetMode};
 use std::sync::atomic::Ordering;
@@ -72,7 +72,7 @@ impl Fs {
                             other => other?,
                         }
                     }
-                    let t = now();
+                    let t = ctx.clock.now();
                     ctx.update_inode(ino, |raw| {
                         raw.i_mode.set(mode);
                         set_ctime(raw, t);
