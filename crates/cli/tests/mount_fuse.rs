@@ -1929,7 +1929,12 @@ fn fio_aio_write(path: &Path, len: usize, byte: u8) {
             "--direct=1",
             "--rw=write",
         ])
-        .args(["--bs=16k", "--iodepth=4", "--output=/dev/null"])
+        .args([
+            "--bs=16k",
+            "--iodepth=4",
+            "--invalidate=0",
+            "--output=/dev/null",
+        ])
         .arg(format!("--size={len}"))
         .arg(format!("--buffer_pattern=0x{byte:02x}"))
         .arg(format!("--filename={}", path.display()))

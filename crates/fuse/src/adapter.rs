@@ -33,7 +33,7 @@ use std::io;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::{mpsc, Arc, OnceLock};
 use std::time::{Duration, Instant, SystemTime};
 
 /// Largest write request the kernel sends.
@@ -49,9 +49,15 @@ pub struct Shared {
     changes: AtomicU64,
     /// For invalidating the kernel's caches (set once the session exists).
     notifier: OnceLock<Notifier>,
-    /// Helper threads answering a request (each holds the `Fs`).
+    /// The invalidation thread's queue (see `after_invalidating`), started
+    /// with the notifier.
+    invalidations: OnceLock<mpsc::Sender<Invalidation>>,
+    /// Requests answered off their request thread (each holds the `Fs`).
     helpers: Arc<AtomicUsize>,
 }
+
+/// An invalidation to send, and what to do once the kernel has done it.
+type Invalidation = Box<dyn FnOnce(&Notifier) + Send>;
 
 /// One running helper thread; counted until dropped.
 pub struct HelperGuard(Arc<AtomicUsize>);
@@ -69,6 +75,7 @@ impl Default for Shared {
             last_request: AtomicU64::new(0),
             changes: AtomicU64::new(0),
             notifier: OnceLock::new(),
+            invalidations: OnceLock::new(),
             helpers: Arc::new(AtomicUsize::new(0)),
         }
     }
@@ -99,8 +106,20 @@ impl Shared {
         self.start.elapsed().saturating_sub(last)
     }
 
-    /// Hands the session's notifier to the request handlers.
+    /// Hands the session's notifier to the request handlers and starts
+    /// the invalidation thread, which ends with the last `Shared`.
     pub fn set_notifier(&self, notifier: Notifier) {
+        let (queue, jobs) = mpsc::channel::<Invalidation>();
+        let worker = notifier.clone();
+        let started = std::thread::Builder::new()
+            .name("f2fuse-inval".into())
+            .spawn(move || jobs.into_iter().for_each(|job| job(&worker)));
+        match started {
+            Ok(_) => {
+                let _ = self.invalidations.set(queue);
+            }
+            Err(e) => log(&format!("no invalidation thread: {e}")),
+        }
         let _ = self.notifier.set(notifier);
     }
 
@@ -109,15 +128,17 @@ impl Shared {
         HelperGuard(self.helpers.clone())
     }
 
-    /// Runs `then` on a helper thread once the kernel has dropped its
+    /// Runs `then` on the invalidation thread once the kernel has dropped its
     /// cached attributes of `ino` and its cached pages from byte `offset`
     /// on (`len` bytes; 0: to the end), dirty ones written back first
     /// (launder_folio: WRITE requests to us, waited for). The kernel waits
     /// in the notification until those WRITEs, and READs of pages it finds
     /// locked, are answered, so it is never sent from a request thread:
     /// with every request thread waiting there nobody would answer them.
-    /// `then` gets Ok also when the kernel has no such inode cached, and
-    /// ENOSYS without a session to notify (not mounted through `serve`).
+    /// One long-lived thread sends them in turn (a direct write asks for
+    /// one each: no thread per request). `then` gets Ok also when the
+    /// kernel has no such inode cached, and ENOSYS without a session to
+    /// notify (not mounted through `serve`).
     fn after_invalidating(
         &self,
         ino: u32,
@@ -125,24 +146,22 @@ impl Shared {
         len: u64,
         then: impl FnOnce(io::Result<()>) + Send + 'static,
     ) {
-        let Some(notifier) = self.notifier.get().cloned() else {
+        let Some(queue) = self.invalidations.get() else {
             return then(Err(io::Error::from_raw_os_error(libc::ENOSYS)));
         };
         let helper = self.helper();
-        let spawned = std::thread::Builder::new()
-            .name("f2fuse-inval".into())
-            .spawn(move || {
-                let _helper = helper;
-                let offset = i64::try_from(offset).unwrap_or(i64::MAX);
-                let len = i64::try_from(len).unwrap_or(0);
-                then(match notifier.inval_inode(to_fuse(ino), offset, len) {
-                    Err(e) if e.raw_os_error() == Some(libc::ENOENT) => Ok(()),
-                    other => other,
-                })
-            });
-        if let Err(e) = spawned {
+        let job: Invalidation = Box::new(move |notifier| {
+            let _helper = helper;
+            let offset = i64::try_from(offset).unwrap_or(i64::MAX);
+            let len = i64::try_from(len).unwrap_or(0);
+            then(match notifier.inval_inode(to_fuse(ino), offset, len) {
+                Err(e) if e.raw_os_error() == Some(libc::ENOENT) => Ok(()),
+                other => other,
+            })
+        });
+        if queue.send(job).is_err() {
             // The reply went with `then`; dropping it answers EIO.
-            log(&format!("starting a helper thread for inode {ino}: {e}"));
+            log(&format!("invalidation thread gone: inode {ino}"));
         }
     }
 
@@ -200,6 +219,9 @@ pub struct F2fsFuse {
     dirs: Mutex<HashMap<u64, Arc<Vec<DirEntryInfo>>>>,
     /// References the kernel holds per inode (lookups not yet forgotten).
     kernel_refs: Mutex<HashMap<u32, u64>>,
+    /// Files open through the kernel's page cache, and files whose cached
+    /// pages direct writes made stale while none was (see `open_handle`).
+    page_cache: Mutex<HashMap<u32, PageCacheUse>>,
     /// POSIX ACLs are in force (checked by the kernel with FUSE_POSIX_ACL,
     /// else by our own checks) and the kernel leaves the umask to us
     /// (FUSE_DONT_MASK).
@@ -237,6 +259,7 @@ impl F2fsFuse {
             shared,
             next_fh: AtomicU64::new(1),
             dirs: Mutex::new(HashMap::new()),
+            page_cache: Mutex::new(HashMap::new()),
             kernel_refs: Mutex::new(HashMap::new()),
             acl: false,
         }
@@ -251,14 +274,55 @@ impl F2fsFuse {
         Ok(inode)
     }
 
-    /// A new handle for a file opened with `mode`.
-    fn new_fh(&self, mode: FopenFlags) -> FileHandle {
-        let fh = self.next_fh.fetch_add(1, Ordering::Relaxed);
+    /// A new handle for `inode` opened with `open_flags`, and how it is
+    /// opened (`open_mode`). A handle through the kernel's page cache (no
+    /// O_DIRECT, no FOPEN_DIRECT_IO) is counted until released; if direct
+    /// writes made the file's cached pages stale while no such handle was
+    /// open, this open drops them (no FOPEN_KEEP_CACHE).
+    fn open_handle(&self, inode: &InodeInfo, open_flags: i32) -> (FileHandle, FopenFlags) {
+        let mut mode = self.open_mode(inode, open_flags);
+        let mut fh = self.next_fh.fetch_add(1, Ordering::Relaxed);
         if mode.contains(FopenFlags::FOPEN_DIRECT_IO) {
-            FileHandle(fh | DIRECT_IO_HANDLE)
-        } else {
-            FileHandle(fh)
+            fh |= DIRECT_IO_HANDLE;
+        } else if open_flags & libc::O_DIRECT == 0 {
+            fh |= BUFFERED_HANDLE;
+            let mut users = self.page_cache.lock();
+            let used = users.entry(inode.ino).or_default();
+            used.buffered_handles += 1;
+            if std::mem::take(&mut used.stale) {
+                mode.remove(FopenFlags::FOPEN_KEEP_CACHE);
+            }
         }
+        (FileHandle(fh), mode)
+    }
+
+    /// Forgets handle `fh` of `ino` (see `open_handle`).
+    fn close_handle(&self, ino: u32, fh: FileHandle) {
+        if fh.0 & BUFFERED_HANDLE == 0 {
+            return;
+        }
+        let mut users = self.page_cache.lock();
+        if let Some(used) = users.get_mut(&ino) {
+            used.buffered_handles = used.buffered_handles.saturating_sub(1);
+            if used.buffered_handles == 0 && !used.stale {
+                users.remove(&ino);
+            }
+        }
+    }
+
+    /// Whether a direct write to `ino` must have the kernel drop the pages
+    /// it covers before it is answered: only while a handle through the
+    /// page cache is open (a reader could see them). Otherwise the pages
+    /// are marked stale, and the next such open drops them all; so direct
+    /// I/O alone costs no round trip to the kernel per write.
+    fn direct_write_needs_invalidation(&self, ino: u32) -> bool {
+        let mut users = self.page_cache.lock();
+        let used = users.entry(ino).or_default();
+        if used.buffered_handles > 0 {
+            return true;
+        }
+        used.stale = true;
+        false
     }
 
     /// Notes one more kernel reference to `ino` (the root is never released).
@@ -736,6 +800,16 @@ const LOW_SPACE_BYTES: u64 = 128 << 20;
 /// Set in the handles of files opened with FOPEN_DIRECT_IO: their writes
 /// bypass the kernel's page cache as those of O_DIRECT files do.
 const DIRECT_IO_HANDLE: u64 = 1 << 63;
+/// Set in the handles of files opened through the kernel's page cache
+/// (counted in `F2fsFuse::page_cache` until released).
+const BUFFERED_HANDLE: u64 = 1 << 62;
+
+/// A file's use of the kernel's page cache (see `F2fsFuse::open_handle`).
+#[derive(Default)]
+struct PageCacheUse {
+    buffered_handles: u32,
+    stale: bool,
+}
 
 macro_rules! ino_or_reply {
     ($ino:expr, $reply:expr) => {
@@ -1004,8 +1078,8 @@ impl Filesystem for F2fsFuse {
         match opened {
             Ok(inode) => {
                 let _ = self.fs.open_inode(ino);
-                let mode = self.open_mode(&inode, flags.0);
-                reply.opened(self.new_fh(mode), mode);
+                let (fh, mode) = self.open_handle(&inode, flags.0);
+                reply.opened(fh, mode);
             }
             Err(e) => reply.error(e),
         }
@@ -1066,7 +1140,7 @@ impl Filesystem for F2fsFuse {
         // Write-back (FUSE_WRITE_CACHE) comes from those pages themselves.
         let direct = !write_flags.contains(WriteFlags::FUSE_WRITE_CACHE)
             && (flags.0 & libc::O_DIRECT != 0 || fh.0 & DIRECT_IO_HANDLE != 0);
-        if !direct {
+        if !direct || !self.direct_write_needs_invalidation(ino) {
             return reply.written(n);
         }
         self.shared
@@ -1095,13 +1169,14 @@ impl Filesystem for F2fsFuse {
         &self,
         _req: &Request,
         ino: INodeNo,
-        _fh: FileHandle,
+        fh: FileHandle,
         _flags: OpenFlags,
         _lock_owner: Option<LockOwner>,
         _flush: bool,
         reply: ReplyEmpty,
     ) {
         if let Some(ino) = to_f2fs(ino) {
+            self.close_handle(ino, fh);
             self.release_engine(ino);
         }
         reply.ok();
@@ -1133,7 +1208,8 @@ impl Filesystem for F2fsFuse {
         match self.as_user(&creds).open_dir(ino) {
             Ok(_) => {
                 let _ = self.fs.open_inode(ino);
-                reply.opened(self.new_fh(FopenFlags::empty()), FopenFlags::empty());
+                let fh = self.next_fh.fetch_add(1, Ordering::Relaxed);
+                reply.opened(FileHandle(fh), FopenFlags::empty());
             }
             Err(e) => reply.error(errno(&e)),
         }
@@ -1377,12 +1453,12 @@ impl Filesystem for F2fsFuse {
             Ok(inode) => {
                 self.kernel_ref(inode.ino);
                 let _ = self.fs.open_inode(inode.ino);
-                let mode = self.open_mode(&inode, flags);
+                let (fh, mode) = self.open_handle(&inode, flags);
                 reply.created(
                     &self.entry_ttl(parent),
                     &file_attr(&inode),
                     Generation(inode.generation as u64),
-                    self.new_fh(mode),
+                    fh,
                     mode,
                 );
             }
