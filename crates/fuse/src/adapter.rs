@@ -14,6 +14,7 @@ use f2fuse_engine::acl::AclKind;
 use f2fuse_engine::dir::DirEntryInfo;
 use f2fuse_engine::fs::{AtimePolicy, RenameFlags as EngineRenameFlags, SetAttr, TimeSet};
 use f2fuse_engine::inode::wall_time;
+use f2fuse_engine::perm;
 use f2fuse_engine::xattr::SetMode;
 use f2fuse_engine::{
     Access, AsUser, Credentials, Error, FallocMode, FileKind, Fs, InodeInfo, SeekTarget,
@@ -1395,7 +1396,12 @@ impl Filesystem for F2fsFuse {
         match result {
             Ok(list) => {
                 let mut names = Vec::new();
-                let listed = |n: &[u8]| self.acl || AclKind::of_xattr(n).is_none();
+                // `trusted.*` names are root's also with default_permissions,
+                // where the view checks nothing (the kernel does not filter
+                // listxattr for FUSE).
+                let listed = |n: &[u8]| {
+                    (self.acl || AclKind::of_xattr(n).is_none()) && perm::lists_xattr(&creds, n)
+                };
                 for (name, _) in list.iter().filter(|(n, _)| listed(n)) {
                     names.extend_from_slice(name);
                     names.push(0);
