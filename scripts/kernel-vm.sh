@@ -118,6 +118,10 @@ prepare() {
     local pkg
     pkg=$(kernel_package)
     local kdir=$cache/$pkg
+    mkdir -p "$cache"
+    # One preparation at a time (tests run in parallel).
+    exec 9>"$cache/.lock"
+    flock 9
     if [ -f "$cache/ready-$pkg" ]; then
         echo "$(cat "$cache/ready-$pkg") $(accelerator "$kdir")"
         return
@@ -222,7 +226,7 @@ run() {
         echo "usage: $0 run [-d IMAGE]... [-f FILE[:GUEST_PATH]]... [-t SECS] [-c LOG] SCRIPT" >&2
         exit 2
     }
-    prepare >/dev/null
+    (prepare) >/dev/null || exit $? # a subshell: the lock ends with it
     local kdir
     kdir=$cache/$(kernel_package)
 

@@ -1,0 +1,692 @@
+//! Kernel compatibility, checked against the real thing: Debian's Linux 6.1
+//! f2fs module in a throw-away VM (`scripts/kernel-vm.sh`, qemu; KVM when
+//! it boots, else TCG).
+//!
+//! * Images f2fuse writes (`build` of a varied tree; the feature set
+//!   extra_attr + inode_checksum + flexible_inline_xattr + inode_crtime +
+//!   sb_checksum; casefolded directories; files compressed with each
+//!   algorithm) mount in the kernel, which sees exactly what f2fuse wrote
+//!   (a manifest of every entry: type, mode, owner, links, size, SHA-256,
+//!   symlink target, user xattrs) and writes more; after its unmount
+//!   fsck.f2fs is clean and f2fuse sees exactly what the kernel saw.
+//! * Images the kernel writes (compressed files, casefolded directories,
+//!   quota, fsync'd files cut off by a power cut before any checkpoint)
+//!   read back in f2fuse exactly as the kernel last saw them; the fsync
+//!   chain is rolled forward by f2fuse, after which fsck.f2fs is clean and
+//!   the kernel mounts the image and sees the same files.
+//!
+//! Needs root (owners are compared), f2fs-tools, getfattr, and what
+//! `scripts/kernel-vm.sh prepare` needs (qemu-system-x86, busybox-static,
+//! cpio, Debian's registry for the kernel package). When the VM cannot be
+//! prepared the tests print a skip note, also under CI; when it can, any
+//! difference fails.
+
+#[path = "../../engine/tests/support/mod.rs"]
+mod support;
+
+use f2fuse_engine::{Fs, OpenOptions};
+use f2fuse_layout::inode_flag::CASEFOLD;
+use f2fuse_layout::F2FS_ROOT_INO as ROOT;
+use std::collections::BTreeMap;
+use std::fs;
+use std::os::unix::fs::symlink;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use support::*;
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn vm_script() -> PathBuf {
+    repo().join("scripts/kernel-vm.sh")
+}
+
+/// Whether the VM can run here; a skip note when not (exit status 3 of
+/// `kernel-vm.sh prepare`: a tool or the kernel package cannot be had).
+fn vm_available() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("SKIPPING kernel VM test: needs root (owners are compared)");
+        return false;
+    }
+    if !require_f2fs_tools() || !require_tool("getfattr") {
+        return false;
+    }
+    let out = Command::new(vm_script())
+        .arg("prepare")
+        .output()
+        .expect("run scripts/kernel-vm.sh prepare");
+    match out.status.code() {
+        Some(0) => {
+            eprintln!(
+                "kernel VM: {}",
+                String::from_utf8_lossy(&out.stdout).trim()
+            );
+            true
+        }
+        Some(3) => {
+            eprintln!(
+                "SKIPPING kernel VM test: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            );
+            false
+        }
+        _ => panic!(
+            "kernel-vm.sh prepare failed ({}):\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        ),
+    }
+}
+
+/// Shell functions for both sides (busybox ash in the VM, bash on the
+/// host; stat, sha256sum and getfattr print alike in both): `manifest DIR`
+/// prints every entry under DIR in a few batched commands (process starts
+/// are slow under TCG); [`normalize`] turns that into one line per entry.
+const MANIFEST_SH: &str = r##"
+manifest() (
+    cd "$1" || exit 1
+    echo "# stat"
+    find . ! -name . -exec stat -c '%F|%a|%u:%g|%h|%s|%n' {} +
+    echo "# sha256"
+    find . -type f -exec sha256sum {} +
+    echo "# readlink"
+    find . -type l | while IFS= read -r p; do echo "$(readlink "$p")|$p"; done
+    echo "# xattr"
+    getfattr -R -h -d -m '^user\.' -e hex . 2>/dev/null || true
+)
+# section NAME COMMAND...: COMMAND's output between markers the host parses.
+section() {
+    name=$1
+    shift
+    echo "=== begin $name"
+    "$@"
+    echo "=== end $name"
+}
+"##;
+
+/// Prologue of every VM script: stop at the first failing command, the
+/// shared functions, debugfs for the f2fs counters.
+fn vm_prologue() -> String {
+    format!("set -eu\n{MANIFEST_SH}\nmount -t debugfs none /sys/kernel/debug\n")
+}
+
+/// Epilogue: the kernel's f2fs messages as a section.
+const VM_EPILOGUE: &str = "section dmesg sh -c \"dmesg | grep -iE 'f2fs|unicode|utf8|quota' || true\"\n";
+
+struct VmRun {
+    out: String,
+    console: String,
+}
+
+impl VmRun {
+    /// The lines of section `name` (panics if the VM did not print it).
+    fn section(&self, name: &str) -> String {
+        let begin = format!("=== begin {name}\n");
+        let start = self
+            .out
+            .find(&begin)
+            .unwrap_or_else(|| panic!("no section {name} in the VM's output:\n{}", self.out))
+            + begin.len();
+        let len = self.out[start..]
+            .find(&format!("=== end {name}\n"))
+            .unwrap_or_else(|| panic!("section {name} not ended:\n{}", self.out));
+        self.out[start..start + len].to_string()
+    }
+
+    /// `KEY value` lines of the output (the checks' own reports).
+    fn values(&self, key: &str) -> Vec<String> {
+        self.out
+            .lines()
+            .filter_map(|l| l.strip_prefix(key).and_then(|v| v.strip_prefix(' ')))
+            .map(str::to_string)
+            .collect()
+    }
+
+    /// The kernel's f2fs messages must hold no error or inconsistency.
+    fn assert_kernel_quiet(&self) {
+        let kernel = self.section("dmesg");
+        let bad: Vec<&str> = kernel
+            .lines()
+            .chain(self.console.lines())
+            .filter(|l| {
+                let l = l.to_ascii_lowercase();
+                [
+                    "error",
+                    "corrupt",
+                    "inconsisten",
+                    "fsck",
+                    "invalid",
+                    "wrong",
+                    "mismatch",
+                    "fail",
+                    "abnormal",
+                    "bug",
+                    "warning",
+                    "call trace",
+                ]
+                .iter()
+                .any(|w| l.contains(w))
+            })
+            .collect();
+        assert!(
+            bad.is_empty(),
+            "the kernel complained:\n{}\n--- all f2fs messages:\n{kernel}",
+            bad.join("\n")
+        );
+    }
+}
+
+/// Boots the VM with `disks` (/dev/vda, /dev/vdb, ...) and runs `script`;
+/// panics unless it exits 0.
+fn run_vm(scratch: &Scratch, disks: &[&Path], script: &str) -> VmRun {
+    let script_path = scratch.join("vm-script.sh");
+    fs::write(&script_path, script).unwrap();
+    let console = scratch.join("vm-console.log");
+    let mut cmd = Command::new(vm_script());
+    cmd.arg("run").arg("-t").arg("240").arg("-c").arg(&console);
+    for d in disks {
+        cmd.arg("-d").arg(d);
+    }
+    let out = cmd.arg(&script_path).output().expect("run kernel-vm.sh");
+    let run = VmRun {
+        out: String::from_utf8_lossy(&out.stdout).into_owned(),
+        console: fs::read_to_string(&console).unwrap_or_default(),
+    };
+    assert!(
+        out.status.success(),
+        "the VM script failed ({}):\n{}\n--- stderr:\n{}\n--- console:\n{}",
+        out.status,
+        run.out,
+        String::from_utf8_lossy(&out.stderr),
+        run.console
+    );
+    run
+}
+
+fn f2fuse(args: &[&str]) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_f2fuse"))
+        .args(args)
+        .output()
+        .expect("run f2fuse");
+    assert!(
+        out.status.success(),
+        "f2fuse {args:?} failed ({}):\n{}{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// A scratch path as the &str the CLI takes (scratch paths are ASCII).
+fn arg(path: &Path) -> &str {
+    path.to_str().unwrap()
+}
+
+/// One line per entry, sorted by path: `PATH: TYPE MODE UID:GID LINKS
+/// [SIZE SHA256 | -> TARGET] [xattr NAME=VALUE]...` from `manifest`'s output.
+fn normalize(raw: &str) -> String {
+    let mut entries: BTreeMap<String, String> = BTreeMap::new();
+    let mut part = "";
+    let mut xattr_path = String::new();
+    for line in raw.lines() {
+        if let Some(p) = line.strip_prefix("# ").filter(|_| part != "xattr" || line == "# xattr") {
+            part = match p {
+                "stat" | "sha256" | "readlink" | "xattr" => p,
+                _ => panic!("unexpected manifest line {line:?}"),
+            };
+            continue;
+        }
+        match part {
+            "stat" => {
+                let f: Vec<&str> = line.splitn(6, '|').collect();
+                assert_eq!(f.len(), 6, "stat line {line:?}");
+                let kind = f[0].replace("regular empty file", "regular file");
+                // Directory sizes are the file system's own business.
+                let size = if kind == "directory" { "" } else { f[4] };
+                entries.insert(
+                    f[5].to_string(),
+                    format!("{kind} {} {} {} {size}", f[1], f[2], f[3]),
+                );
+            }
+            "sha256" => {
+                let (hash, path) = line.split_once("  ").expect("sha256sum line");
+                entry(&mut entries, path).push_str(&format!(" {hash}"));
+            }
+            "readlink" => {
+                let (target, path) = line.rsplit_once('|').expect("readlink line");
+                entry(&mut entries, path).push_str(&format!(" -> {target}"));
+            }
+            "xattr" => {
+                if let Some(path) = line.strip_prefix("# file: ") {
+                    xattr_path = format!("./{path}");
+                } else if !line.is_empty() {
+                    entry(&mut entries, &xattr_path).push_str(&format!(" xattr {line}"));
+                }
+            }
+            _ => panic!("manifest line before any part: {line:?}"),
+        }
+    }
+    entries
+        .iter()
+        .map(|(path, what)| format!("{path}: {what}\n"))
+        .collect()
+}
+
+fn entry<'a>(entries: &'a mut BTreeMap<String, String>, path: &str) -> &'a mut String {
+    entries
+        .get_mut(path)
+        .unwrap_or_else(|| panic!("manifest: {path:?} has no stat line"))
+}
+
+/// The manifest of a host directory, by the same shell function.
+fn host_manifest(dir: &Path) -> String {
+    let out = Command::new("bash")
+        .arg("-c")
+        .arg(format!("{MANIFEST_SH}\nmanifest \"$1\""))
+        .arg("manifest")
+        .arg(dir)
+        .output()
+        .expect("bash");
+    assert!(out.status.success(), "manifest of {}", dir.display());
+    normalize(&String::from_utf8(out.stdout).unwrap())
+}
+
+/// What f2fuse reads from `img`: `f2fuse extract` (as root: owners, modes,
+/// hard links, xattrs kept), then the manifest of the copy.
+fn f2fuse_manifest(scratch: &Scratch, img: &Path, tag: &str) -> String {
+    let dir = scratch.join(format!("extract-{tag}"));
+    let _ = fs::remove_dir_all(&dir);
+    f2fuse(&["extract", "-q", arg(img), arg(&dir)]);
+    host_manifest(&dir)
+}
+
+/// Equal manifests, or a panic listing the lines that differ.
+#[track_caller]
+fn assert_same(what: &str, expected: &str, got: &str) {
+    if expected == got {
+        return;
+    }
+    let want: Vec<&str> = expected.lines().collect();
+    let have: Vec<&str> = got.lines().collect();
+    let missing: Vec<&&str> = want.iter().filter(|l| !have.contains(l)).collect();
+    let extra: Vec<&&str> = have.iter().filter(|l| !want.contains(l)).collect();
+    panic!(
+        "{what}: manifests differ\nonly in the expected ({} lines):\n{}\nonly in the actual ({} lines):\n{}",
+        want.len(),
+        missing.iter().map(|l| format!("  {l}")).collect::<Vec<_>>().join("\n"),
+        have.len(),
+        extra.iter().map(|l| format!("  {l}")).collect::<Vec<_>>().join("\n"),
+    );
+}
+
+#[track_caller]
+fn assert_fsck(img: &Path, when: &str) {
+    if let Err(report) = fsck_f2fs(img) {
+        panic!("fsck after {when}:\n{report}");
+    }
+}
+
+fn random_bytes(rng: &mut Rng, len: usize) -> Vec<u8> {
+    let mut v = vec![0u8; len];
+    rng.fill(&mut v);
+    v
+}
+
+fn set_user_xattr(path: &Path, name: &str, value: &[u8]) {
+    let status = Command::new("setfattr")
+        .arg("-n")
+        .arg(name)
+        .arg("-v")
+        .arg(format!(
+            "0x{}",
+            value.iter().map(|b| format!("{b:02x}")).collect::<String>()
+        ))
+        .arg(path)
+        .status()
+        .expect("setfattr");
+    assert!(status.success(), "setfattr {name} {}", path.display());
+}
+
+/// A tree with the cases an image must get right: inline and non-inline
+/// files, files past the inode's and the direct nodes' addresses, holes, a
+/// sparse file reaching the double-indirect node, symlinks (short, long,
+/// dangling), hard links across directories, xattrs (small and large),
+/// a 1200-entry directory, UTF-8 and 255-byte names.
+fn varied_tree(root: &Path) {
+    let mut rng = Rng(0x5eed_f2f5);
+    let files = root.join("files");
+    fs::create_dir_all(&files).unwrap();
+    for (name, len) in [
+        ("empty", 0),
+        ("one", 1),
+        ("inline", 3000),
+        ("just_over_inline", 3500),
+        ("small", 5000),
+        ("medium", 300_000),
+        ("big", 6 << 20),
+    ] {
+        fs::write(files.join(name), random_bytes(&mut rng, len)).unwrap();
+    }
+    // Holes: data at the start, in the middle, at the end; and a file whose
+    // last data block lies past the indirect nodes (double-indirect).
+    let sparse = fs::File::create(files.join("sparse")).unwrap();
+    use std::os::unix::fs::FileExt;
+    // 923 addresses in the inode, 2 x 1018 in direct nodes: block 5200
+    // lies under the first indirect node.
+    for off in [0u64, 5 << 20, (5200 << 12) + 123] {
+        sparse
+            .write_all_at(&random_bytes(&mut rng, 10_000), off)
+            .unwrap();
+    }
+    sparse.set_len(24 << 20).unwrap();
+    fs::write(files.join("text.txt"), "f2fs text line\n".repeat(2000)).unwrap();
+
+    let other = root.join("other");
+    fs::create_dir_all(&other).unwrap();
+    fs::hard_link(files.join("small"), other.join("small_link")).unwrap();
+    fs::hard_link(files.join("small"), other.join("small_link2")).unwrap();
+    symlink("../files/one", other.join("short_sym")).unwrap();
+    symlink("x/".repeat(1500), other.join("long_sym")).unwrap();
+    symlink("nowhere", other.join("dangling")).unwrap();
+    set_user_xattr(&files.join("small"), "user.small", b"v");
+    set_user_xattr(&files.join("inline"), "user.big", &random_bytes(&mut rng, 1500));
+    set_user_xattr(&other, "user.dir", b"directory value");
+
+    let many = root.join("many");
+    fs::create_dir_all(&many).unwrap();
+    for i in 0..1200 {
+        fs::write(many.join(format!("entry_{i}")), format!("{i}\n")).unwrap();
+    }
+    let names = root.join("names");
+    fs::create_dir_all(&names).unwrap();
+    fs::write(names.join("UTF-8 ünïcødé 名前 😀"), b"utf8").unwrap();
+    fs::write(names.join("n".repeat(255)), b"long name").unwrap();
+    fs::write(names.join("with space"), b"space").unwrap();
+}
+
+/// A tree per compression algorithm under `root/ALG`: compressible files of
+/// several sizes (partial last cluster, many clusters), an incompressible
+/// one (stored raw) and a mixed one.
+fn compressible_tree(root: &Path, alg: &str) {
+    let mut rng = Rng(0xc0de ^ alg.len() as u64);
+    let dir = root.join(alg);
+    fs::create_dir_all(&dir).unwrap();
+    let text = |n: usize| -> Vec<u8> {
+        (0..n)
+            .flat_map(|i| format!("{alg} line {i} of compressible text\n").into_bytes())
+            .collect()
+    };
+    fs::write(dir.join("text"), text(40_000)).unwrap();
+    fs::write(dir.join("partial"), text(700)).unwrap();
+    fs::write(dir.join("random"), random_bytes(&mut rng, 100_000)).unwrap();
+    let mut mixed = text(3000);
+    mixed.extend(random_bytes(&mut rng, 50_000));
+    mixed.extend(text(3000));
+    fs::write(dir.join("mixed"), mixed).unwrap();
+    fs::write(dir.join("zeros"), vec![0u8; 200_000]).unwrap();
+}
+
+/// The kernel writes to a mounted image at $1: new files of every size,
+/// appends, overwrites, truncation, links, renames, removals, xattrs.
+const KERNEL_WRITES_SH: &str = r#"
+kernel_writes() {
+    d=$1
+    mkdir "$d/kernel"
+    dd if=/dev/urandom of="$d/kernel/random" bs=1k count=700 2>/dev/null
+    seq 1 100000 >"$d/kernel/seq"
+    echo inline >"$d/kernel/inline"
+    for i in $(seq 1 300); do echo "$i" >"$d/kernel/k_$i"; done
+    cat "$d/files/small" >>"$d/files/big"
+    dd if=/dev/urandom of="$d/files/big" bs=4096 seek=100 count=3 conv=notrunc 2>/dev/null
+    dd if=/dev/urandom of="$d/files/sparse" bs=4096 seek=700 count=2 conv=notrunc 2>/dev/null
+    truncate -s 1000 "$d/files/just_over_inline"
+    echo more >>"$d/files/inline"
+    ln "$d/files/one" "$d/kernel/one_link"
+    ln -s ../files "$d/kernel/sym"
+    mv "$d/many/entry_5" "$d/kernel/moved"
+    rm "$d/many/entry_6" "$d/other/small_link2"
+    setfattr -n user.kernel -v written "$d/kernel/random"
+    setfattr -x user.small "$d/files/small"
+}
+"#;
+
+
+/// `check DESCRIPTION COMMAND...` in the VM: a CHECK line, ok or FAIL.
+const CHECK_SH: &str = r#"
+check() {
+    what=$1
+    shift
+    if "$@" >/dev/null 2>&1; then echo "CHECK ok $what"; else echo "CHECK FAIL $what"; fi
+}
+"#;
+
+/// Every CHECK line says ok, and there are `count` of them.
+#[track_caller]
+fn assert_checks(run: &VmRun, count: usize) {
+    let checks = run.values("CHECK");
+    let failed: Vec<&String> = checks.iter().filter(|c| !c.starts_with("ok ")).collect();
+    assert!(failed.is_empty(), "kernel-side checks failed: {failed:#?}\n{}", run.out);
+    assert_eq!(checks.len(), count, "checks run: {checks:#?}");
+}
+
+/// Files in casefolded directories, written by f2fuse, for the kernel to
+/// find under other spellings.
+const CASEFOLD_FILES: &[(&str, &str)] = &[
+    ("Straße.txt", "strasse"),
+    ("caf\u{e9}", "cafe precomposed"),
+    ("\u{131}", "dotless i"),
+    ("A\u{200B}B", "ignorable"),
+    ("Mixed/Inner.TXT", "inner"),
+];
+
+fn write_casefolded_dirs(img: &Path) {
+    let fs = Fs::open_path(
+        img,
+        OpenOptions {
+            writable: true,
+            ..OpenOptions::default()
+        },
+    )
+    .unwrap();
+    let dir = fs.mkdir(ROOT, b"cf", 0o755, 0, 0).unwrap();
+    let flags = fs.get_flags(&dir);
+    let cf = fs.set_flags(dir.ino, flags | CASEFOLD).unwrap().ino;
+    let mixed = fs.mkdir(cf, b"Mixed", 0o755, 0, 0).unwrap().ino;
+    for (path, text) in CASEFOLD_FILES {
+        let (parent, name) = match path.split_once('/') {
+            Some((_, name)) => (mixed, name),
+            None => (cf, *path),
+        };
+        let ino = fs.create(parent, name.as_bytes(), 0o644, 0, 0).unwrap().ino;
+        fs.write(ino, 0, text.as_bytes()).unwrap();
+    }
+    for i in 0..300 {
+        let ino = fs
+            .create(cf, format!("Entry_{i}").as_bytes(), 0o644, 0, 0)
+            .unwrap()
+            .ino;
+        fs.write(ino, 0, format!("{i}\n").as_bytes()).unwrap();
+    }
+    fs.unmount().unwrap();
+}
+
+/// Kernel-side lookups of f2fuse's casefolded names under other spellings,
+/// then kernel-created names (checked by f2fuse afterwards). $1: the mount.
+const CASEFOLD_KERNEL_SH: &str = r#"
+casefold_kernel() {
+    cf=$1/cf
+    lsattr -d "$cf"
+    check "cf has F" sh -c "lsattr -d '$cf' | cut -d' ' -f1 | grep -q F"
+    check "STRASSE.TXT" sh -c "[ \"\$(cat '$cf/STRASSE.TXT')\" = strasse ]"
+    check "strasse.txt" sh -c "[ \"\$(cat '$cf/strasse.txt')\" = strasse ]"
+    check "decomposed e" sh -c "[ \"\$(cat \"$cf/\$(printf 'cafe\314\201')\")\" = 'cafe precomposed' ]"
+    check "CAFE capital E acute" sh -c "[ \"\$(cat \"$cf/\$(printf 'CAF\303\211')\")\" = 'cafe precomposed' ]"
+    check "dotless i" sh -c "[ \"\$(cat \"$cf/\$(printf '\304\261')\")\" = 'dotless i' ]"
+    check "I is not dotless i" sh -c "! cat '$cf/I'"
+    check "ignorable dropped" sh -c "[ \"\$(cat '$cf/ab')\" = ignorable ]"
+    check "mixed/inner.txt" sh -c "[ \"\$(cat '$cf/mixed/inner.txt')\" = inner ]"
+    check "ENTRY_299" sh -c "[ \"\$(cat '$cf/ENTRY_299')\" = 299 ]"
+    before=$(ls "$cf" | wc -l)
+    check "no twin created" sh -c "touch '$cf/STRASSE.TXT' && [ \$(ls '$cf' | wc -l) = $before ]"
+    check "twin mkdir EEXIST" sh -c "! mkdir '$cf/MIXED'"
+    printf 'kernel\n' >"$cf/$(printf 'Kernel_\303\204.txt')"
+    mkdir "$cf/KernelDir"
+    echo inner >"$cf/KernelDir/File"
+    check "KernelDir inherits F" sh -c "lsattr -d '$cf/KernelDir' | cut -d' ' -f1 | grep -q F"
+}
+"#;
+const CASEFOLD_KERNEL_CHECKS: usize = 13;
+
+/// Kernel writes to f2fuse's compressed files at $1/ALG, after reporting
+/// each file's flags and compressed block count.
+const COMPRESSED_KERNEL_SH: &str = r#"
+compressed_kernel() {
+    for alg in lz4 lzo zstd lzo-rle; do
+        d=$1/$alg
+        for f in text partial random mixed zeros; do
+            echo "LSATTR $alg/$f $(lsattr "$d/$f" | cut -d' ' -f1)"
+            echo "CBLOCKS $alg/$f $(f2fs_io get_cblocks "$d/$f")"
+        done
+        seq 1 5000 >>"$d/text"
+        dd if=/dev/urandom of="$d/mixed" bs=4096 seek=3 count=2 conv=notrunc 2>/dev/null
+        truncate -s 50000 "$d/zeros"
+        seq 1 20000 >"$d/new"
+    done
+}
+"#;
+
+const ALGORITHMS: &[(&str, &str)] = &[("lz4", "2"), ("lzo", "3"), ("zstd", "4"), ("lzo-rle", "2")];
+
+#[test]
+fn f2fuse_images_mount_in_the_kernel() {
+    if !vm_available() {
+        return;
+    }
+    let scratch = Scratch::new("kvm-ours");
+    let src = scratch.join("src");
+    varied_tree(&src);
+    let plain = scratch.join("plain.img");
+    let featured = scratch.join("featured.img");
+    let folded = scratch.join("casefold.img");
+    let compressed = scratch.join("compressed.img");
+    f2fuse(&["build", "-q", "-S", "160M", arg(&src), arg(&plain)]);
+    f2fuse(&[
+        "build",
+        "-q",
+        "-S",
+        "160M",
+        "-O",
+        "extra_attr,inode_checksum,flexible_inline_xattr,inode_crtime,sb_checksum",
+        arg(&src),
+        arg(&featured),
+    ]);
+    f2fuse(&["build", "-q", "-S", "160M", "-O", "casefold", arg(&src), arg(&folded)]);
+    write_casefolded_dirs(&folded);
+    for (i, (alg, log)) in ALGORITHMS.iter().enumerate() {
+        let tree = scratch.join(format!("tree-{alg}"));
+        compressible_tree(&tree, alg);
+        let size: &[&str] = if i == 0 { &["-S", "96M"] } else { &[] };
+        let mut args = vec!["build", "-q", "-c", "-a", alg, "-L", log];
+        args.extend(size);
+        args.extend([arg(&tree), arg(&compressed)]);
+        f2fuse(&args);
+    }
+    let images = [
+        ("plain", &plain),
+        ("featured", &featured),
+        ("casefold", &folded),
+        ("compressed", &compressed),
+    ];
+    let mut before = BTreeMap::new();
+    for (name, img) in images {
+        assert_fsck(img, &format!("f2fuse build ({name})"));
+        before.insert(name, f2fuse_manifest(&scratch, img, &format!("{name}-before")));
+    }
+    // f2fuse's reader agrees with the source tree (so the kernel's view
+    // below is compared with the source, not only with f2fuse).
+    assert_same("plain image vs source", &host_manifest(&src), &before["plain"]);
+
+    let mut script = vm_prologue();
+    script.push_str(CHECK_SH);
+    script.push_str(KERNEL_WRITES_SH);
+    script.push_str(CASEFOLD_KERNEL_SH);
+    script.push_str(COMPRESSED_KERNEL_SH);
+    for (disk, (name, _)) in images.iter().enumerate() {
+        let dev = format!("/dev/vd{}", (b'a' + disk as u8) as char);
+        let writes = match *name {
+            "compressed" => "compressed_kernel /mnt/$n".to_string(),
+            "casefold" => "kernel_writes /mnt/$n\ncasefold_kernel /mnt/$n".to_string(),
+            _ => "kernel_writes /mnt/$n".to_string(),
+        };
+        script.push_str(&format!(
+            "n={name}\nmkdir -p /mnt/$n\nmount -t f2fs {dev} /mnt/$n\n\
+             section before-$n manifest /mnt/$n\n{writes}\numount /mnt/$n\n\
+             mount -t f2fs {dev} /mnt/$n\nsection after-$n manifest /mnt/$n\numount /mnt/$n\n"
+        ));
+    }
+    script.push_str(VM_EPILOGUE);
+    let disks: Vec<&Path> = images.iter().map(|(_, p)| p.as_path()).collect();
+    let run = run_vm(&scratch, &disks, &script);
+    run.assert_kernel_quiet();
+    assert_checks(&run, CASEFOLD_KERNEL_CHECKS);
+
+    for (name, img) in images {
+        assert_same(
+            &format!("{name}: the kernel's view of f2fuse's image"),
+            &before[name],
+            &normalize(&run.section(&format!("before-{name}"))),
+        );
+        assert_fsck(img, &format!("the kernel's writes ({name})"));
+        assert_same(
+            &format!("{name}: f2fuse's view of the kernel's writes"),
+            &normalize(&run.section(&format!("after-{name}"))),
+            &f2fuse_manifest(&scratch, img, &format!("{name}-after")),
+        );
+    }
+
+    // Compression: the kernel saw f2fuse's files as compressed (flag c) and
+    // compressible clusters as compressed; incompressible ones raw.
+    let cblocks: BTreeMap<String, u64> = run
+        .values("CBLOCKS")
+        .iter()
+        .map(|l| {
+            let (file, n) = l.split_once(' ').unwrap();
+            (file.to_string(), n.trim().parse().unwrap_or_else(|_| panic!("{l}")))
+        })
+        .collect();
+    for line in run.values("LSATTR") {
+        assert!(
+            line.split_once(' ').unwrap().1.contains('c'),
+            "the kernel does not see f2fuse's compressed file as compressed: {line}"
+        );
+    }
+    for (alg, _) in ALGORITHMS {
+        // ("zeros" is all holes: build keeps zero blocks as holes.)
+        for file in ["text", "mixed"] {
+            assert!(
+                cblocks[&format!("{alg}/{file}")] > 0,
+                "{alg}/{file}: no compressed blocks per the kernel: {cblocks:?}"
+            );
+        }
+        assert_eq!(cblocks[&format!("{alg}/random")], 0, "{cblocks:?}");
+    }
+
+    // Casefolding: f2fuse finds the kernel's names under other spellings.
+    let fs = Fs::open_path(&folded, OpenOptions::default()).unwrap();
+    let cf = fs.lookup(ROOT, b"cf").unwrap().ino;
+    let kernel_file = fs.lookup(cf, "Kernel_\u{c4}.txt".as_bytes()).unwrap().ino;
+    assert_eq!(
+        fs.lookup(cf, "KERNEL_\u{e4}.TXT".as_bytes()).unwrap().ino,
+        kernel_file
+    );
+    assert_eq!(
+        fs.lookup(cf, "kernel_a\u{308}.txt".as_bytes()).unwrap().ino,
+        kernel_file
+    );
+    let kernel_dir = fs.lookup(cf, b"kerneldir").unwrap().ino;
+    assert_ne!(fs.inode(kernel_dir).unwrap().flags & CASEFOLD, 0);
+    assert!(fs.lookup(kernel_dir, b"FILE").is_ok());
+}
