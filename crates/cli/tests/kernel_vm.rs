@@ -59,10 +59,7 @@ fn vm_available() -> bool {
         .expect("run scripts/kernel-vm.sh prepare");
     match out.status.code() {
         Some(0) => {
-            eprintln!(
-                "kernel VM: {}",
-                String::from_utf8_lossy(&out.stdout).trim()
-            );
+            eprintln!("kernel VM: {}", String::from_utf8_lossy(&out.stdout).trim());
             true
         }
         Some(3) => {
@@ -113,7 +110,8 @@ fn vm_prologue() -> String {
 }
 
 /// Epilogue: the kernel's f2fs messages as a section.
-const VM_EPILOGUE: &str = "section dmesg sh -c \"dmesg | grep -iE 'f2fs|unicode|utf8|quota' || true\"\n";
+const VM_EPILOGUE: &str =
+    "section dmesg sh -c \"dmesg | grep -iE 'f2fs|unicode|utf8|quota' || true\"\n";
 
 struct VmRun {
     out: String,
@@ -232,7 +230,10 @@ fn normalize(raw: &str) -> String {
     let mut part = "";
     let mut xattr_path = String::new();
     for line in raw.lines() {
-        if let Some(p) = line.strip_prefix("# ").filter(|_| part != "xattr" || line == "# xattr") {
+        if let Some(p) = line
+            .strip_prefix("# ")
+            .filter(|_| part != "xattr" || line == "# xattr")
+        {
             part = match p {
                 "stat" | "sha256" | "readlink" | "xattr" => p,
                 _ => panic!("unexpected manifest line {line:?}"),
@@ -392,7 +393,11 @@ fn varied_tree(root: &Path) {
     symlink("x/".repeat(1500), other.join("long_sym")).unwrap();
     symlink("nowhere", other.join("dangling")).unwrap();
     set_user_xattr(&files.join("small"), "user.small", b"v");
-    set_user_xattr(&files.join("inline"), "user.big", &random_bytes(&mut rng, 1500));
+    set_user_xattr(
+        &files.join("inline"),
+        "user.big",
+        &random_bytes(&mut rng, 1500),
+    );
     set_user_xattr(&other, "user.dir", b"directory value");
 
     let many = root.join("many");
@@ -453,7 +458,6 @@ kernel_writes() {
 }
 "#;
 
-
 /// `check DESCRIPTION COMMAND...` in the VM: a CHECK line, ok or FAIL.
 const CHECK_SH: &str = r#"
 check() {
@@ -468,7 +472,11 @@ check() {
 fn assert_checks(run: &VmRun, count: usize) {
     let checks = run.values("CHECK");
     let failed: Vec<&String> = checks.iter().filter(|c| !c.starts_with("ok ")).collect();
-    assert!(failed.is_empty(), "kernel-side checks failed: {failed:#?}\n{}", run.out);
+    assert!(
+        failed.is_empty(),
+        "kernel-side checks failed: {failed:#?}\n{}",
+        run.out
+    );
     assert_eq!(checks.len(), count, "checks run: {checks:#?}");
 }
 
@@ -583,7 +591,16 @@ fn f2fuse_images_mount_in_the_kernel() {
         arg(&src),
         arg(&featured),
     ]);
-    f2fuse(&["build", "-q", "-S", "160M", "-O", "casefold", arg(&src), arg(&folded)]);
+    f2fuse(&[
+        "build",
+        "-q",
+        "-S",
+        "160M",
+        "-O",
+        "casefold",
+        arg(&src),
+        arg(&folded),
+    ]);
     write_casefolded_dirs(&folded);
     for (i, (alg, log)) in ALGORITHMS.iter().enumerate() {
         let tree = scratch.join(format!("tree-{alg}"));
@@ -603,11 +620,18 @@ fn f2fuse_images_mount_in_the_kernel() {
     let mut before = BTreeMap::new();
     for (name, img) in images {
         assert_fsck(img, &format!("f2fuse build ({name})"));
-        before.insert(name, f2fuse_manifest(&scratch, img, &format!("{name}-before")));
+        before.insert(
+            name,
+            f2fuse_manifest(&scratch, img, &format!("{name}-before")),
+        );
     }
     // f2fuse's reader agrees with the source tree (so the kernel's view
     // below is compared with the source, not only with f2fuse).
-    assert_same("plain image vs source", &host_manifest(&src), &before["plain"]);
+    assert_same(
+        "plain image vs source",
+        &host_manifest(&src),
+        &before["plain"],
+    );
 
     let mut script = vm_prologue();
     script.push_str(CHECK_SH);
@@ -654,7 +678,10 @@ fn f2fuse_images_mount_in_the_kernel() {
         .iter()
         .map(|l| {
             let (file, n) = l.split_once(' ').unwrap();
-            (file.to_string(), n.trim().parse().unwrap_or_else(|_| panic!("{l}")))
+            (
+                file.to_string(),
+                n.trim().parse().unwrap_or_else(|_| panic!("{l}")),
+            )
         })
         .collect();
     for line in run.values("LSATTR") {
@@ -689,4 +716,272 @@ fn f2fuse_images_mount_in_the_kernel() {
     let kernel_dir = fs.lookup(cf, b"kerneldir").unwrap().ino;
     assert_ne!(fs.inode(kernel_dir).unwrap().flags & CASEFOLD, 0);
     assert!(fs.lookup(kernel_dir, b"FILE").is_ok());
+}
+
+/// The kernel writes compressed files with each algorithm (mount options
+/// compress_algorithm and compress_extension, chattr +c), overwrites and
+/// appends inside compressed clusters, and reports the compressed blocks.
+const KERNEL_COMPRESSES_SH: &str = r#"
+kernel_compresses() {
+    mkdir -p /mnt/a
+    for alg in lzo lz4 zstd lzo-rle; do
+        opts=compress_algorithm=$alg,compress_extension=txt
+        case $alg in
+        zstd) opts=$opts,compress_log_size=4 ;;
+        lz4) opts=$opts,compress_chksum ;;
+        esac
+        mount -t f2fs -o "$opts" "$1" /mnt/a
+        d=/mnt/a/$alg
+        mkdir "$d"
+        seq 1 200000 >"$d/seq.txt"
+        { seq 1 3000; dd if=/dev/urandom bs=1k count=64 2>/dev/null; seq 1 3000; } >"$d/mixed.txt"
+        dd if=/dev/urandom of="$d/random.txt" bs=1k count=40 2>/dev/null
+        seq 1 1000 >"$d/partial.txt"
+        touch "$d/forced.bin"
+        chattr +c "$d/forced.bin"
+        yes "forced $alg" | head -c 300000 >>"$d/forced.bin"
+        seq 1 50000 >"$d/plain.dat"
+        sync
+        dd if=/dev/urandom of="$d/seq.txt" bs=4096 seek=5 count=1 conv=notrunc 2>/dev/null
+        seq 1 100 >>"$d/seq.txt"
+        sync
+        for f in seq.txt mixed.txt random.txt partial.txt forced.bin; do
+            echo "CBLOCKS $alg/$f $(f2fs_io get_cblocks "$d/$f")"
+        done
+        umount /mnt/a
+    done
+}
+"#;
+
+/// The kernel fills a casefolded directory (and a plain one with names
+/// that differ only in case).
+const KERNEL_CASEFOLDS_SH: &str = r#"
+kernel_casefolds() {
+    mkdir -p /mnt/b
+    mount -t f2fs "$1" /mnt/b
+    cf=/mnt/b/cf
+    mkdir "$cf"
+    chattr +F "$cf"
+    echo strasse >"$cf/Straße.txt"
+    echo cafe >"$cf/$(printf 'caf\303\251')"
+    echo dotless >"$cf/$(printf '\304\261')"
+    echo ignorable >"$cf/$(printf 'A\342\200\213B')"
+    mkdir "$cf/Mixed"
+    echo inner >"$cf/Mixed/Inner.TXT"
+    i=0
+    while [ $i -lt 400 ]; do
+        echo $i >"$cf/Entry_$i"
+        i=$((i + 1))
+    done
+    mkdir /mnt/b/plain
+    echo upper >/mnt/b/plain/Case
+    echo lower >/mnt/b/plain/case
+    umount /mnt/b
+}
+"#;
+
+/// The kernel writes files of several owners on a quota image.
+const KERNEL_QUOTA_SH: &str = r#"
+kernel_quota() {
+    mkdir -p /mnt/c
+    mount -t f2fs "$1" /mnt/c
+    mkdir /mnt/c/u
+    dd if=/dev/urandom of=/mnt/c/u/f bs=1k count=300 2>/dev/null
+    chown -R 1000:1000 /mnt/c/u
+    dd if=/dev/urandom of=/mnt/c/g bs=1k count=120 2>/dev/null
+    chown 2000:3000 /mnt/c/g
+    echo root >/mnt/c/r
+    umount /mnt/c
+}
+"#;
+
+/// After a checkpoint (sync), every change is fsync'd or fdatasync'd
+/// alone; the f2fs checkpoint counter is printed before and after (equal:
+/// every fsync went to the roll-forward chain).
+const KERNEL_FSYNCS_SH: &str = r#"
+kernel_fsyncs() {
+    mkdir -p /mnt/d
+    mount -t f2fs "$1" /mnt/d
+    d=/mnt/d
+    mkdir "$d/dir"
+    dd if=/dev/urandom of="$d/append" bs=1k count=100 2>/dev/null
+    dd if=/dev/urandom of="$d/overwrite" bs=1k count=1000 2>/dev/null
+    dd if=/dev/urandom of="$d/shrink" bs=1k count=500 2>/dev/null
+    echo small >"$d/grow"
+    dd if=/dev/urandom of="$d/dir/old" bs=1k count=10 2>/dev/null
+    sync
+    echo "CP $(grep -m1 'CP calls' /sys/kernel/debug/f2fs/status)"
+    dd if=/dev/urandom bs=1k count=37 2>/dev/null >>"$d/append"
+    sync "$d/append"
+    dd if=/dev/urandom of="$d/overwrite" bs=4096 seek=10 count=5 conv=notrunc 2>/dev/null
+    sync -d "$d/overwrite"
+    truncate -s 12345 "$d/shrink"
+    sync "$d/shrink"
+    dd if=/dev/urandom of="$d/grow" bs=1k count=8 conv=notrunc 2>/dev/null
+    sync "$d/grow"
+    dd if=/dev/urandom of="$d/dir/new" bs=1k count=200 2>/dev/null
+    sync "$d/dir/new"
+    echo tiny >"$d/new_inline"
+    sync "$d/new_inline"
+    echo "CP $(grep -m1 'CP calls' /sys/kernel/debug/f2fs/status)"
+}
+"#;
+
+#[test]
+fn kernel_written_images_open_in_f2fuse() {
+    if !vm_available() {
+        return;
+    }
+    let scratch = Scratch::new("kvm-kernel");
+    let compressed = scratch.join("compressed.img");
+    let folded = scratch.join("casefold.img");
+    let quota = scratch.join("quota.img");
+    let cut = scratch.join("fsync.img");
+    mkfs_f2fs(&compressed, 160 << 20, &["-O", "extra_attr,compression"]);
+    mkfs_f2fs(&folded, 96 << 20, &["-O", "casefold", "-C", "utf8"]);
+    mkfs_f2fs(&quota, 96 << 20, &["-O", "quota"]);
+    mkfs_f2fs(&cut, 96 << 20, &[]);
+
+    let mut script = vm_prologue();
+    for part in [
+        KERNEL_COMPRESSES_SH,
+        KERNEL_CASEFOLDS_SH,
+        KERNEL_QUOTA_SH,
+        KERNEL_FSYNCS_SH,
+    ] {
+        script.push_str(part);
+    }
+    script.push_str(
+        "kernel_compresses /dev/vda\n\
+         mount -t f2fs /dev/vda /mnt/a\nsection compressed manifest /mnt/a\numount /mnt/a\n\
+         kernel_casefolds /dev/vdb\n\
+         mount -t f2fs /dev/vdb /mnt/b\nsection casefold manifest /mnt/b\numount /mnt/b\n\
+         kernel_quota /dev/vdc\n\
+         mount -t f2fs /dev/vdc /mnt/c\nsection quota manifest /mnt/c\numount /mnt/c\n\
+         kernel_fsyncs /dev/vdd\nsection fsync manifest /mnt/d\n",
+    );
+    script.push_str(VM_EPILOGUE);
+    script.push_str("vm-powercut\n");
+    let run = run_vm(&scratch, &[&compressed, &folded, &quota, &cut], &script);
+    run.assert_kernel_quiet();
+
+    // The kernel did compress: else this would test nothing.
+    for line in run.values("CBLOCKS") {
+        let (file, n) = line.split_once(' ').unwrap();
+        let n: u64 = n.trim().parse().unwrap_or_else(|_| panic!("{line}"));
+        if ["seq.txt", "forced.bin"].iter().any(|f| file.ends_with(f)) {
+            assert!(n > 0, "the kernel did not compress {file}:\n{}", run.out);
+        }
+    }
+    // No checkpoint between the fsyncs and the cut: f2fuse must roll the
+    // kernel's fsync chain forward.
+    let cps = run.values("CP");
+    assert_eq!(cps.len(), 2, "{}", run.out);
+    assert_eq!(cps[0], cps[1], "the kernel checkpointed during the fsyncs");
+
+    for (name, img) in [
+        ("compressed", &compressed),
+        ("casefold", &folded),
+        ("quota", &quota),
+    ] {
+        assert_same(
+            &format!("{name}: f2fuse's view of the kernel's image"),
+            &normalize(&run.section(name)),
+            &f2fuse_manifest(&scratch, img, name),
+        );
+        assert_fsck(img, &format!("the kernel's writes ({name})"));
+    }
+
+    // Roll-forward: a read-only open replays the chain in memory, a
+    // writable one on disk (then checkpoints); both show what the kernel
+    // had fsync'd, and the result passes fsck.f2fs.
+    let fsynced = normalize(&run.section("fsync"));
+    assert_same(
+        "fsync'd files, read-only open of the cut image",
+        &fsynced,
+        &f2fuse_manifest(&scratch, &cut, "cut-ro"),
+    );
+    Fs::open_path(
+        &cut,
+        OpenOptions {
+            writable: true,
+            ..OpenOptions::default()
+        },
+    )
+    .unwrap()
+    .unmount()
+    .unwrap();
+    assert_fsck(&cut, "f2fuse's roll-forward of the kernel's fsync chain");
+    assert_same(
+        "fsync'd files after f2fuse's recovery",
+        &fsynced,
+        &f2fuse_manifest(&scratch, &cut, "cut-recovered"),
+    );
+
+    // Casefolding: f2fuse finds the kernel's names under other spellings
+    // and adds its own, which the kernel then finds.
+    let fs = Fs::open_path(
+        &folded,
+        OpenOptions {
+            writable: true,
+            ..OpenOptions::default()
+        },
+    )
+    .unwrap();
+    let cf = fs.lookup(ROOT, b"cf").unwrap().ino;
+    let strasse = fs.lookup(cf, "Straße.txt".as_bytes()).unwrap().ino;
+    for twin in ["STRASSE.TXT", "strasse.txt", "STRAẞE.TXT"] {
+        assert_eq!(
+            fs.lookup(cf, twin.as_bytes()).unwrap().ino,
+            strasse,
+            "{twin}"
+        );
+    }
+    let cafe = fs.lookup(cf, "caf\u{e9}".as_bytes()).unwrap().ino;
+    assert_eq!(fs.lookup(cf, "CAFE\u{301}".as_bytes()).unwrap().ino, cafe);
+    assert!(fs.lookup(cf, b"I").is_err());
+    assert!(fs.lookup(cf, b"ab").is_ok());
+    assert!(fs.lookup(cf, b"entry_399").is_ok());
+    let mixed = fs.lookup(cf, b"MIXED").unwrap().ino;
+    assert!(fs.lookup(mixed, b"inner.txt").is_ok());
+    assert_eq!(
+        fs.create(cf, b"STRASSE.txt", 0o644, 0, 0)
+            .unwrap_err()
+            .to_errno(),
+        libc::EEXIST
+    );
+    let ours = fs
+        .create(cf, "F2fuse_\u{d6}".as_bytes(), 0o644, 0, 0)
+        .unwrap()
+        .ino;
+    fs.write(ours, 0, b"from f2fuse\n").unwrap();
+    fs.unmount().unwrap();
+    assert_fsck(
+        &folded,
+        "f2fuse's writes to the kernel's casefolded directory",
+    );
+
+    // The kernel mounts what f2fuse recovered and wrote.
+    let script = format!(
+        "{}{CHECK_SH}mkdir -p /mnt/d /mnt/b\n\
+         mount -t f2fs /dev/vda /mnt/d\nsection fsync manifest /mnt/d\numount /mnt/d\n\
+         mount -t f2fs /dev/vdb /mnt/b\n\
+         check \"f2fuse_o-umlaut\" sh -c \"[ \\\"\\$(cat \\\"/mnt/b/cf/\\$(printf 'f2fuse_\\303\\266')\\\")\\\" = 'from f2fuse' ]\"\n\
+         section casefold manifest /mnt/b\numount /mnt/b\n{VM_EPILOGUE}",
+        vm_prologue()
+    );
+    let run = run_vm(&scratch, &[&cut, &folded], &script);
+    run.assert_kernel_quiet();
+    assert_checks(&run, 1);
+    assert_same(
+        "the kernel's view of f2fuse's recovery",
+        &fsynced,
+        &normalize(&run.section("fsync")),
+    );
+    assert_same(
+        "the kernel's view of f2fuse's casefolded entries",
+        &f2fuse_manifest(&scratch, &folded, "casefold-ours"),
+        &normalize(&run.section("casefold")),
+    );
+    assert_fsck(&cut, "the kernel's mount after f2fuse's recovery");
 }
