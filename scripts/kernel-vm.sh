@@ -60,6 +60,11 @@ kernel_package() {
     local pkg
     pkg=$(apt-cache depends linux-image-amd64 2>/dev/null |
         awk '/Depends: linux-image-[0-9]/ {print $2; exit}')
+    if [ -z "$pkg" ] && [ "$(id -u)" -eq 0 ]; then
+        apt-get update -qq >/dev/null 2>&1 || true
+        pkg=$(apt-cache depends linux-image-amd64 2>/dev/null |
+            awk '/Depends: linux-image-[0-9]/ {print $2; exit}')
+    fi
     if [ -z "$pkg" ]; then
         pkg=$(ls -t "$cache" 2>/dev/null | sed -n 's/^ready-//p' | head -n1)
     fi
