@@ -491,14 +491,7 @@ const CASEFOLD_FILES: &[(&str, &str)] = &[
 ];
 
 fn write_casefolded_dirs(img: &Path) {
-    let fs = Fs::open_path(
-        img,
-        OpenOptions {
-            writable: true,
-            ..OpenOptions::default()
-        },
-    )
-    .unwrap();
+    let fs = open_writable(img);
     let dir = fs.mkdir(ROOT, b"cf", 0o755, 0, 0).unwrap();
     let flags = fs.get_flags(&dir);
     let cf = fs.set_flags(dir.ino, flags | CASEFOLD).unwrap().ino;
@@ -901,16 +894,7 @@ fn kernel_written_images_open_in_f2fuse() {
         &fsynced,
         &f2fuse_manifest(&scratch, &cut, "cut-ro"),
     );
-    Fs::open_path(
-        &cut,
-        OpenOptions {
-            writable: true,
-            ..OpenOptions::default()
-        },
-    )
-    .unwrap()
-    .unmount()
-    .unwrap();
+    open_writable(&cut).unmount().unwrap();
     assert_fsck(&cut, "f2fuse's roll-forward of the kernel's fsync chain");
     assert_same(
         "fsync'd files after f2fuse's recovery",
@@ -920,14 +904,7 @@ fn kernel_written_images_open_in_f2fuse() {
 
     // Casefolding: f2fuse finds the kernel's names under other spellings
     // and adds its own, which the kernel then finds.
-    let fs = Fs::open_path(
-        &folded,
-        OpenOptions {
-            writable: true,
-            ..OpenOptions::default()
-        },
-    )
-    .unwrap();
+    let fs = open_writable(&folded);
     let cf = fs.lookup(ROOT, b"cf").unwrap().ino;
     let strasse = fs.lookup(cf, "Straße.txt".as_bytes()).unwrap().ino;
     for twin in ["STRASSE.TXT", "strasse.txt", "STRAẞE.TXT"] {
