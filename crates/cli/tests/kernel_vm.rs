@@ -618,6 +618,60 @@ fn rewrite_compressed_files(img: &Path) {
     fs.unmount().unwrap();
 }
 
+/// A small image churned through the library until most segments are
+/// partly valid: 24 files of 1 MiB, 3000 random 16 KiB overwrites with a
+/// checkpoint every 250, every third file removed and rewritten. Returns
+/// f2fuse's cleaning counters (blocks moved, sections cleaned).
+fn churned_image(img: &Path) -> (u64, u64) {
+    f2fuse(&["mkfs", "-q", "--size", "96M", arg(img)]);
+    let fs = open_writable(img);
+    let mut rng = Rng(0xc4a2);
+    let mut files = Vec::new();
+    for i in 0..24 {
+        let ino = fs
+            .create(ROOT, format!("churn_{i}").as_bytes(), 0o644, 0, 0)
+            .unwrap()
+            .ino;
+        fs.write(ino, 0, &random_bytes(&mut rng, 1 << 20)).unwrap();
+        files.push(ino);
+    }
+    fs.checkpoint().unwrap();
+    for round in 0..3000u64 {
+        let ino = files[rng.below(files.len() as u64) as usize];
+        let off = rng.below(64) * 16384;
+        fs.write(ino, off, &random_bytes(&mut rng, 16384)).unwrap();
+        if round % 250 == 249 {
+            fs.checkpoint().unwrap();
+        }
+    }
+    for i in (0..24).step_by(3) {
+        let name = format!("churn_{i}");
+        fs.unlink(ROOT, name.as_bytes()).unwrap();
+        let ino = fs.create(ROOT, name.as_bytes(), 0o644, 0, 0).unwrap().ino;
+        fs.write(ino, 0, &random_bytes(&mut rng, 700_000)).unwrap();
+    }
+    let gc = fs.gc_stats();
+    fs.unmount().unwrap();
+    (gc.data_blocks_moved, gc.sections_cleaned)
+}
+
+/// The kernel cleans f2fuse's churned image ($1 the mount, $2 the device
+/// name) urgently for a while: its cleaner finds every moved block's owner
+/// through f2fuse's SSA and checks it against the node (a wrong summary is
+/// skipped or reported). The debugfs GC counters are printed.
+const KERNEL_CLEANS_SH: &str = r#"
+kernel_cleans() {
+    echo "GC $(grep -A6 'GC calls' /sys/kernel/debug/f2fs/status | tr -s ' \n' ' ')"
+    echo 1 >/sys/fs/f2fs/$2/gc_urgent_sleep_time
+    echo 1 >/sys/fs/f2fs/$2/gc_urgent
+    sleep 8
+    echo 0 >/sys/fs/f2fs/$2/gc_urgent
+    sync
+    echo "GC $(grep -A6 'GC calls' /sys/kernel/debug/f2fs/status | tr -s ' \n' ' ')"
+    dd if=/dev/urandom of="$1/after_gc" bs=1k count=2000 2>/dev/null
+}
+"#;
+
 const ALGORITHMS: &[(&str, &str)] = &[("lz4", "2"), ("lzo", "3"), ("zstd", "4"), ("lzo-rle", "2")];
 
 #[test]
@@ -664,11 +718,15 @@ fn f2fuse_images_mount_in_the_kernel() {
         f2fuse(&args);
     }
     rewrite_compressed_files(&compressed);
+    let churned = scratch.join("churned.img");
+    let (moved, cleaned) = churned_image(&churned);
+    eprintln!("churned image: f2fuse cleaned {cleaned} sections, moved {moved} data blocks");
     let images = [
         ("plain", &plain),
         ("featured", &featured),
         ("casefold", &folded),
         ("compressed", &compressed),
+        ("churned", &churned),
     ];
     let mut before = BTreeMap::new();
     for (name, img) in images {
@@ -691,10 +749,12 @@ fn f2fuse_images_mount_in_the_kernel() {
     script.push_str(KERNEL_WRITES_SH);
     script.push_str(CASEFOLD_KERNEL_SH);
     script.push_str(COMPRESSED_KERNEL_SH);
+    script.push_str(KERNEL_CLEANS_SH);
     for (disk, (name, _)) in images.iter().enumerate() {
         let dev = format!("/dev/vd{}", (b'a' + disk as u8) as char);
         let writes = match *name {
             "compressed" => "compressed_kernel /mnt/$n".to_string(),
+            "churned" => format!("kernel_cleans /mnt/$n vd{}", (b'a' + disk as u8) as char),
             "casefold" => "kernel_writes /mnt/$n\ncasefold_kernel /mnt/$n".to_string(),
             _ => "kernel_writes /mnt/$n".to_string(),
         };
@@ -754,6 +814,15 @@ fn f2fuse_images_mount_in_the_kernel() {
         assert_eq!(cblocks[&format!("{alg}/random")], 0, "{cblocks:?}");
     }
 
+    let gc = run.values("GC");
+    eprintln!("kernel GC on the churned image: {gc:#?}");
+    let moved: u64 = gc
+        .last()
+        .and_then(|l| l.split("Try to move ").nth(1))
+        .and_then(|l| l.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no GC counters: {gc:?}"));
+    assert!(moved > 0, "the kernel's cleaner moved nothing: {gc:?}");
     let engine_cblocks = run.values("ENGINE_CBLOCKS");
     assert_eq!(engine_cblocks.len(), 4, "{}", run.out);
     for line in engine_cblocks {
