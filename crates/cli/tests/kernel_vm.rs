@@ -24,8 +24,13 @@
 #[path = "../../engine/tests/support/mod.rs"]
 mod support;
 
+use f2fuse_engine::checkpoint::load_checkpoint;
 use f2fuse_engine::compress::CompressOptions;
+use f2fuse_engine::device::{Device, MemDevice};
 use f2fuse_engine::fs::SetAttr;
+use f2fuse_engine::mkfs::{format, MkfsOptions};
+use f2fuse_engine::recovery::walk_chain;
+use f2fuse_engine::superblock::load_superblock;
 use f2fuse_engine::{Fs, OpenOptions};
 use f2fuse_layout::compress::CompressAlgorithm;
 use f2fuse_layout::inode_flag;
@@ -36,6 +41,7 @@ use std::fs;
 use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::Arc;
 use support::*;
 
 fn repo() -> PathBuf {
@@ -956,6 +962,80 @@ kernel_fsyncs() {
 }
 "#;
 
+/// An image f2fuse left as a power cut would (on a memory device, never
+/// unmounted) after a checkpoint and then fsyncs alone: an append, a new
+/// file in an old directory, a new inline file, an overwrite, a truncation.
+/// `mirror` gets the same files on the host, as they must read after a
+/// roll-forward.
+fn f2fuse_cut_image(img: &Path, mirror: &Path) {
+    let dev = Arc::new(MemDevice::new(96 << 20));
+    format(
+        &Device::new(Box::new(dev.clone())),
+        &MkfsOptions::default(),
+        true,
+    )
+    .unwrap();
+    let fs = Fs::open_writable(Box::new(dev.clone())).unwrap();
+    fs.set_tunable("cp_interval", 3600).unwrap();
+    let mut rng = Rng(0xc07);
+    fs::create_dir_all(mirror.join("dir")).unwrap();
+    let put = |parent: u32, path: &str, offset: u64, data: &[u8]| -> u32 {
+        let name = path.rsplit('/').next().unwrap().as_bytes();
+        let ino = match fs.lookup(parent, name) {
+            Ok(e) => e.ino,
+            Err(_) => fs.create(parent, name, 0o644, 0, 0).unwrap().ino,
+        };
+        fs.write(ino, offset, data).unwrap();
+        let host = fs::OpenOptions::new()
+            .create(true)
+            .write(true)
+            .truncate(false)
+            .open(mirror.join(path))
+            .unwrap();
+        std::os::unix::fs::FileExt::write_all_at(&host, data, offset).unwrap();
+        ino
+    };
+    let dir = fs.mkdir(ROOT, b"dir", 0o755, 0, 0).unwrap().ino;
+    let base = put(ROOT, "base", 0, &random_bytes(&mut rng, 300_000));
+    let old = put(dir, "dir/old", 0, &random_bytes(&mut rng, 10_000));
+    let shrink = put(ROOT, "shrink", 0, &random_bytes(&mut rng, 90_000));
+    fs.checkpoint().unwrap();
+    put(ROOT, "base", 300_000, &random_bytes(&mut rng, 37_000));
+    fs.fsync(base).unwrap();
+    let new = put(dir, "dir/new", 0, &random_bytes(&mut rng, 200_000));
+    fs.fsync(new).unwrap();
+    let tiny = put(ROOT, "new_inline", 0, b"tiny\n");
+    fs.fsync(tiny).unwrap();
+    put(dir, "dir/old", 4096, &random_bytes(&mut rng, 8192));
+    fs.fsync(old).unwrap();
+    let size = SetAttr {
+        size: Some(12_345),
+        ..SetAttr::default()
+    };
+    fs.setattr(shrink, &size).unwrap();
+    fs::OpenOptions::new()
+        .write(true)
+        .open(mirror.join("shrink"))
+        .unwrap()
+        .set_len(12_345)
+        .unwrap();
+    fs.fsync(shrink).unwrap();
+    drop(fs);
+    let image = dev.snapshot();
+    // Every fsync went to the chain: no checkpoint since.
+    let chain_dev = Device::new(Box::new(MemDevice::from_bytes(image.clone())));
+    let sb = load_superblock(&chain_dev).unwrap().sb;
+    let cp = load_checkpoint(&chain_dev, &sb).unwrap();
+    let mut chain = 0;
+    walk_chain(&chain_dev, &sb, &cp, |_| {
+        chain += 1;
+        Ok(())
+    })
+    .unwrap();
+    assert!(chain >= 5, "fsyncs left a chain of {chain} blocks");
+    fs::write(img, image).unwrap();
+}
+
 #[test]
 fn kernel_written_images_open_in_f2fuse() {
     if !vm_available() {
@@ -1074,16 +1154,21 @@ fn kernel_written_images_open_in_f2fuse() {
         "f2fuse's writes to the kernel's casefolded directory",
     );
 
-    // The kernel mounts what f2fuse recovered and wrote.
+    // The kernel mounts what f2fuse recovered and wrote, and rolls
+    // forward f2fuse's own fsync chain.
+    let ours = scratch.join("f2fuse-cut.img");
+    let mirror = scratch.join("f2fuse-cut-mirror");
+    f2fuse_cut_image(&ours, &mirror);
     let script = format!(
-        "{}{CHECK_SH}mkdir -p /mnt/d /mnt/b\n\
+        "{}{CHECK_SH}mkdir -p /mnt/d /mnt/b /mnt/e\n\
          mount -t f2fs /dev/vda /mnt/d\nsection fsync manifest /mnt/d\numount /mnt/d\n\
+         mount -t f2fs /dev/vdc /mnt/e\nsection f2fuse-cut manifest /mnt/e\numount /mnt/e\n\
          mount -t f2fs /dev/vdb /mnt/b\n\
          check \"f2fuse_o-umlaut\" sh -c \"[ \\\"\\$(cat \\\"/mnt/b/cf/\\$(printf 'f2fuse_\\303\\266')\\\")\\\" = 'from f2fuse' ]\"\n\
          section casefold manifest /mnt/b\numount /mnt/b\n{VM_EPILOGUE}",
         vm_prologue()
     );
-    let run = run_vm(&scratch, &[&cut, &folded], &script);
+    let run = run_vm(&scratch, &[&cut, &folded, &ours], &script);
     run.assert_kernel_quiet();
     assert_checks(&run, 1);
     assert_same(
@@ -1097,4 +1182,10 @@ fn kernel_written_images_open_in_f2fuse() {
         &normalize(&run.section("casefold")),
     );
     assert_fsck(&cut, "the kernel's mount after f2fuse's recovery");
+    assert_same(
+        "the kernel's roll-forward of f2fuse's fsync chain",
+        &host_manifest(&mirror),
+        &normalize(&run.section("f2fuse-cut")),
+    );
+    assert_fsck(&ours, "the kernel's roll-forward of f2fuse's fsync chain");
 }
