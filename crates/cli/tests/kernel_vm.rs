@@ -724,6 +724,17 @@ fn f2fuse_images_mount_in_the_kernel() {
         f2fuse(&args);
     }
     rewrite_compressed_files(&compressed);
+    // mkfs.f2fs's image with every inode feature, filled by f2fuse.
+    let theirs = scratch.join("mkfs-f2fs.img");
+    mkfs_f2fs(
+        &theirs,
+        160 << 20,
+        &[
+            "-O",
+            "extra_attr,inode_checksum,flexible_inline_xattr,inode_crtime,sb_checksum,lost_found",
+        ],
+    );
+    f2fuse(&["build", "-q", arg(&src), arg(&theirs)]);
     let churned = scratch.join("churned.img");
     let (moved, cleaned) = churned_image(&churned);
     eprintln!("churned image: f2fuse cleaned {cleaned} sections, moved {moved} data blocks");
@@ -733,6 +744,7 @@ fn f2fuse_images_mount_in_the_kernel() {
         ("casefold", &folded),
         ("compressed", &compressed),
         ("churned", &churned),
+        ("mkfs-f2fs", &theirs),
     ];
     let mut before = BTreeMap::new();
     for (name, img) in images {
