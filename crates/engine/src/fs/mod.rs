@@ -49,6 +49,7 @@ mod locks;
 mod namei;
 mod open;
 mod perm;
+mod quota;
 mod read;
 mod sync;
 mod xattr;
@@ -57,6 +58,7 @@ pub use atime::AtimePolicy;
 pub use file::{SetAttr, TimeSet};
 pub use namei::RenameFlags;
 pub use perm::{AsUser, OPEN_FOR_EXEC};
+pub use quota::enforcement_bit;
 
 use crate::checkpoint::CheckpointState;
 use crate::data::DataPolicy;
@@ -148,6 +150,9 @@ struct Writer {
     compress_options: Mutex<crate::compress::CompressOptions>,
     /// Sections kept free for cleaning (checkpoint rsvd_segment_count).
     reserved_sections: u32,
+    /// The quota files are not trusted: checkpoints carry
+    /// CP_QUOTA_NEED_FSCK (see `quota`).
+    quota_need_fsck: AtomicBool,
 }
 
 pub struct Fs {
