@@ -233,6 +233,15 @@ fn limits_give_edquot_and_are_kept_in_the_files() {
     assert_eq!(errno(fs.create(3, b"i", 0o644, 1000, 100)), libc::EDQUOT);
     fs.create(3, b"j", 0o644, 1001, 300).unwrap();
     assert_eq!(errno(fs.create(3, b"k", 0o644, 1001, 300)), libc::EDQUOT);
+    // chown to an owner without room: EDQUOT, nothing moves.
+    let other = fs.create(3, b"o", 0o644, 1001, 100).unwrap().ino;
+    fs.write(other, 0, &[1u8; 8192]).unwrap();
+    let to_1000 = f2fuse_engine::fs::SetAttr {
+        uid: Some(1000),
+        ..Default::default()
+    };
+    assert_eq!(errno(fs.setattr(other, &to_1000)), libc::EDQUOT);
+    fs.unlink(3, b"o").unwrap();
     // Freeing makes room again.
     fs.unlink(3, b"g").unwrap();
     fs.create(3, b"i", 0o644, 1000, 100).unwrap();
@@ -319,4 +328,40 @@ fn quota_need_fsck_checkpoints_are_left_to_fsck() {
     let fs = open_read_only(&img);
     let flags = fs.checkpoint_state().cp.ckpt_flags.get();
     assert_ne!(flags & f2fuse_layout::cp_flag::QUOTA_NEED_FSCK, 0);
+}
+
+/// A crash after fsyncs: roll-forward replays the files, and with them
+/// their charges (the kernel turns quota on for recovery), so the
+/// checkpoint recovery writes has files fsck.f2fs agrees with.
+#[test]
+fn recovery_after_a_power_cut_charges_what_it_replays() {
+    use f2fuse_engine::device::MemDevice;
+    use std::sync::Arc;
+    if !require_f2fs_tools() {
+        return;
+    }
+    let scratch = Scratch::new("quota-powercut");
+    let img = quota_image(&scratch, "quota.img");
+    let dev = Arc::new(MemDevice::from_bytes(std::fs::read(&img).unwrap()));
+    let fs = Fs::open_writable(Box::new(dev.clone())).unwrap();
+    fs.set_tunable("cp_interval", 3600).unwrap();
+    let kept = fs.create(3, b"kept", 0o644, 0, 0).unwrap().ino;
+    fs.write(kept, 0, &vec![1u8; 20_000]).unwrap();
+    fs.checkpoint().unwrap();
+    // After the checkpoint: a new file fsync'd, a grown file fsync'd.
+    let new = fs.create(3, b"new", 0o644, 1000, 100).unwrap().ino;
+    fs.write(new, 0, &vec![2u8; 30_000]).unwrap();
+    fs.fsync(new).unwrap();
+    fs.write(kept, 20_000, &vec![3u8; 50_000]).unwrap();
+    fs.fsync(kept).unwrap();
+    drop(fs); // the power cut: no checkpoint, no quota file written
+    std::fs::write(&img, dev.snapshot()).unwrap();
+    let fs = open_writable(&img);
+    assert_eq!(fs.resolve("/kept").unwrap().size, 70_000);
+    let d = fs.get_quota(USRQUOTA, 1000).unwrap();
+    let new = fs.resolve("/new").unwrap();
+    assert_eq!((d.curinodes, d.curspace), (1, (new.blocks - 1) * 4096));
+    assert!(d.curspace >= 8 * 4096);
+    fs.unmount().unwrap();
+    fsck_f2fs(&img).unwrap();
 }

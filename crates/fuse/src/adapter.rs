@@ -630,9 +630,16 @@ impl F2fsFuse {
                 flags: common,
                 projid,
             } => {
-                // Moving a file to another project needs project quota accounting.
+                // The project first, then the flags (the kernel sets them the
+                // other way round; only which error a failing pair reports differs).
                 if projid != self.fs.project_id(&inode) {
-                    return reply.error(Errno::EOPNOTSUPP);
+                    self.shared.change();
+                    let creds = self.caller(req);
+                    let view = user_view(&self.fs, &creds, !self.cfg.default_permissions);
+                    if let Err(e) = view.set_project_id(ino, projid) {
+                        return reply.error(errno(&e));
+                    }
+                    self.shared.forget_attributes(ino);
                 }
                 let new = (flags & !ioctl::COMMON_FLAGS) | common;
                 self.set_flags(req, ino, flags, new, reply)

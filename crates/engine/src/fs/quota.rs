@@ -8,6 +8,7 @@ use super::Fs;
 use crate::data;
 use crate::error::{Error, Result};
 use crate::inode::{FileKind, InodeInfo};
+use crate::perm::Credentials;
 use crate::quota::{Limits, Quota, QUOTA_TYPES};
 use f2fuse_layout::node::I_PROJID_OFFSET;
 use f2fuse_layout::quota::{Dquot, QuotaFile, QT_BLKSIZE};
@@ -173,10 +174,27 @@ impl Fs {
     /// lies outside the inode's extra area; EDQUOT if the new project's
     /// limits do not admit the inode (dquot_transfer).
     pub fn set_project_id(&self, ino: u32, projid: u32) -> Result<InodeInfo> {
+        self.set_project_id_for(ino, projid, None)
+    }
+
+    /// [`set_project_id`](Self::set_project_id) for `caller` (if any): the
+    /// owner or a privileged caller only (vfs_fileattr_set).
+    pub(super) fn set_project_id_for(
+        &self,
+        ino: u32,
+        projid: u32,
+        caller: Option<&Credentials>,
+    ) -> Result<InodeInfo> {
         let features = self.check.features;
         self.mutate(|ctx| {
             let _inode = self.locks().inode(ino, Mode::Exclusive);
             let inode = self.caller_inode(ctx, ino)?;
+            if caller.is_some_and(|creds| !creds.owns_or_privileged(&inode)) {
+                return Err(Error::errno(
+                    libc::EPERM,
+                    format!("inode {ino}: changing the project of another user's file"),
+                ));
+            }
             if features & feature::PRJQUOTA == 0 {
                 return if projid == 0 {
                     Ok(())
@@ -213,6 +231,30 @@ impl Fs {
 }
 
 impl Fs {
+    /// chown/chgrp of `inode` to `uid`/`gid`: EDQUOT where the new
+    /// owner's enforced limits do not admit it (dquot_transfer). The usage
+    /// itself moves with the inode block's change.
+    pub(super) fn check_owner_transfer(
+        &self,
+        inode: &InodeInfo,
+        uid: Option<u32>,
+        gid: Option<u32>,
+    ) -> Result<()> {
+        let Some(quota) = self.nm.quota() else {
+            return Ok(());
+        };
+        let space_blocks = inode.blocks - 1;
+        for (qtype, new, old) in [
+            (crate::quota::USRQUOTA, uid, inode.uid),
+            (crate::quota::GRPQUOTA, gid, inode.gid),
+        ] {
+            if let Some(id) = new.filter(|&id| id != old) {
+                quota.check_transfer(qtype, id, space_blocks)?;
+            }
+        }
+        Ok(())
+    }
+
     /// A name for `inode` in `dir`: EXDEV where `dir` has PROJINHERIT and
     /// another project (f2fs_link, f2fs_rename), so a project's usage
     /// cannot be escaped through links and renames.
