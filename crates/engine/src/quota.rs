@@ -28,11 +28,7 @@ use f2fuse_layout::{feature, F2FS_BLKSIZE};
 use parking_lot::Mutex;
 use std::sync::atomic::{AtomicU8, Ordering};
 
-/// Quota types in the order of `s_qf_ino`.
-pub const QUOTA_TYPES: usize = 3;
-pub const USRQUOTA: usize = 0;
-pub const GRPQUOTA: usize = 1;
-pub const PRJQUOTA: usize = 2;
+pub use f2fuse_layout::quota::{GRPQUOTA, MAXQUOTAS as QUOTA_TYPES, PRJQUOTA, USRQUOTA};
 /// Names of the quota types as the quota tools and mount options call them.
 pub const TYPE_NAMES: [&str; QUOTA_TYPES] = ["user", "group", "project"];
 

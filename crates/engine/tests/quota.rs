@@ -365,3 +365,67 @@ fn recovery_after_a_power_cut_charges_what_it_replays() {
     fs.unmount().unwrap();
     fsck_f2fs(&img).unwrap();
 }
+
+/// `f2fuse mkfs -O quota,project_quota` writes what mkfs.f2fs 1.15 writes:
+/// the same superblock quota inodes, the same inodes at the same
+/// addresses, the same quota file bytes.
+#[test]
+fn our_mkfs_writes_the_quota_files_of_mkfs_f2fs() {
+    use f2fuse_engine::mkfs::{format_path, parse_features, MkfsOptions};
+    if !require_f2fs_tools() {
+        return;
+    }
+    let scratch = Scratch::new("quota-mkfs");
+    for features in [
+        "extra_attr,quota,project_quota,lost_found",
+        "quota",
+        "extra_attr,project_quota",
+        "extra_attr,inode_checksum,flexible_inline_xattr,inode_crtime,quota,lost_found",
+    ] {
+        let ours = scratch.join("ours.img");
+        let theirs = scratch.join("theirs.img");
+        let _ = std::fs::remove_file(&ours);
+        let opts = MkfsOptions {
+            features: parse_features(features).unwrap(),
+            ..MkfsOptions::default()
+        };
+        format_path(&ours, Some(64 << 20), &opts).unwrap();
+        mkfs_f2fs(&theirs, 64 << 20, &["-O", features]);
+        fsck_f2fs(&ours).unwrap_or_else(|e| panic!("{features}: {e}"));
+        let (a, b) = (open_read_only(&ours), open_read_only(&theirs));
+        assert_eq!(
+            a.superblock().feature.get(),
+            b.superblock().feature.get(),
+            "{features}"
+        );
+        let qf: Vec<u32> = b.superblock().qf_ino.iter().map(|q| q.get()).collect();
+        let ours_qf: Vec<u32> = a.superblock().qf_ino.iter().map(|q| q.get()).collect();
+        assert_eq!(ours_qf, qf, "{features}");
+        for ino in qf.into_iter().filter(|&i| i != 0).chain([3]) {
+            let (x, y) = (a.inode(ino).unwrap(), b.inode(ino).unwrap());
+            assert_eq!(
+                (x.mode, x.flags, x.size, x.blocks, x.links, x.uid, x.gid, x.inline),
+                (y.mode, y.flags, y.size, y.blocks, y.links, y.uid, y.gid, y.inline),
+                "{features}: inode {ino}"
+            );
+            assert_eq!(
+                a.extents(&x).unwrap(),
+                b.extents(&y).unwrap(),
+                "{features}: inode {ino}"
+            );
+            assert_eq!(
+                a.node_manager().nat_entry(ino).unwrap().block_addr.get(),
+                b.node_manager().nat_entry(ino).unwrap().block_addr.get(),
+                "{features}: inode {ino}"
+            );
+            if ino == 3 {
+                continue;
+            }
+            let mut bx = vec![0u8; x.size as usize];
+            let mut by = vec![0u8; y.size as usize];
+            a.read_ino(ino, 0, &mut bx).unwrap();
+            b.read_ino(ino, 0, &mut by).unwrap();
+            assert!(bx == by, "{features}: contents of inode {ino}");
+        }
+    }
+}

@@ -14,6 +14,12 @@ use std::collections::{BTreeMap, BTreeSet};
 use zerocopy::little_endian::{U16, U32, U64};
 use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout, Unaligned};
 
+/// Quota types, in the order of the superblock's `qf_ino`.
+pub const USRQUOTA: usize = 0;
+pub const GRPQUOTA: usize = 1;
+pub const PRJQUOTA: usize = 2;
+pub const MAXQUOTAS: usize = 3;
+
 /// Quota blocks are 1 KiB, whatever the file system's block size.
 pub const QT_BLKSIZE: usize = 1024;
 /// Levels of tree blocks above the leaves.
