@@ -429,3 +429,48 @@ fn our_mkfs_writes_the_quota_files_of_mkfs_f2fs() {
         }
     }
 }
+
+/// Threads creating, growing, truncating, chowning and removing files of
+/// several owners at once: the usage they leave is still exact.
+#[test]
+fn concurrent_changes_keep_usage_exact() {
+    if !require_f2fs_tools() {
+        return;
+    }
+    let scratch = Scratch::new("quota-threads");
+    let img = quota_image(&scratch, "quota.img");
+    let fs = open_writable(&img);
+    std::thread::scope(|s| {
+        for t in 0..4u32 {
+            let fs = &fs;
+            s.spawn(move || {
+                let dir = fs
+                    .mkdir(3, format!("t{t}").as_bytes(), 0o755, t, t)
+                    .unwrap()
+                    .ino;
+                for i in 0..40u32 {
+                    let name = format!("f{i}");
+                    let f = fs
+                        .create(dir, name.as_bytes(), 0o644, 1000 + i % 3, t)
+                        .unwrap()
+                        .ino;
+                    fs.write(f, 0, &vec![i as u8; 4096 * (1 + i as usize % 7)])
+                        .unwrap();
+                    if i % 3 == 0 {
+                        let chown = f2fuse_engine::fs::SetAttr {
+                            uid: Some(2000 + t),
+                            size: Some(4096),
+                            ..Default::default()
+                        };
+                        fs.setattr(f, &chown).unwrap();
+                    }
+                    if i % 4 == 0 {
+                        fs.unlink(dir, name.as_bytes()).unwrap();
+                    }
+                }
+            });
+        }
+    });
+    fs.unmount().unwrap();
+    fsck_f2fs(&img).unwrap();
+}
