@@ -1,11 +1,13 @@
 //! Formatting: writes a fresh F2FS with the layout mkfs.f2fs 1.15 computes
 //! for the same size and options, so both tools' images look alike.
 //!
-//! What is written, in this order: zeroed SIT copy #0 and NAT copies #0, NAT
-//! block 0 with the reserved nids and the root (and lost+found), the root
-//! directory's inode and dentry block, a zeroed first block in the warm node
-//! log (so no stale fsync chain can be replayed), both checkpoint packs, and
-//! last the two superblocks: an interrupted mkfs leaves no valid file system.
+//! What is written, in this order: zeroed SIT copy #0 and NAT copies #0;
+//! into the hot logs the root directory's dentry block and inode, the quota
+//! files' data and inodes (`quota`, `project_quota`), lost+found's; NAT
+//! block 0 with the reserved nids and those inodes, a zeroed first block in
+//! the warm node log (so no stale fsync chain can be replayed), both
+//! checkpoint packs, and last the two superblocks: an interrupted mkfs
+//! leaves no valid file system.
 
 use crate::device::{Device, FileDevice, FileDeviceOptions, IoKind};
 use crate::error::{Error, Result};

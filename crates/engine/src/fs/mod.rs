@@ -3,7 +3,8 @@
 //! `namei` (names), `file` (data, attributes, fallocate, seek), `xattr`,
 //! `evict` (open counts, orphans, freeing inodes), `sync` (fsync and
 //! checkpoints), `clean` (driving garbage collection), `info` (status,
-//! statfs, tunables), `locks` (the lock table).
+//! statfs, tunables), `locks` (the lock table), `quota` (quota files,
+//! limits, project ids).
 //!
 //! # Lock protocol
 //!
@@ -24,7 +25,7 @@
 //! 6. the fsync-chain lock (one chain in the warm node log at a time);
 //! 7. one node guard (`node::NodeGuard`): a node block is changed only
 //!    while its guard is held;
-//! 8. leaf locks (segment manager, NAT, node caches, counters): held
+//! 8. leaf locks (segment manager, NAT, node caches, counters, quota files): held
 //!    briefly, never while waiting for another lock, never across file
 //!    data I/O.
 //!
