@@ -280,18 +280,21 @@ pub fn format(dev: &Device, opts: &MkfsOptions, known_zero: bool) -> Result<Mkfs
         root_dentry as u64,
         &dentry_block(&root_entries),
     )?;
-    let root = InodeSpec {
-        ino: F2FS_ROOT_INO,
-        parent: 0,
-        name: b"",
-        mode: mode::S_IFDIR | 0o755,
-        links: 2 + lost_found as u32,
+    // A directory of one dentry block, owned as the root.
+    let dir = |ino, parent, name, perm, links, dentry| InodeSpec {
+        ino,
+        parent,
+        name,
+        mode: mode::S_IFDIR | perm,
+        links,
         uid: opts.root_uid,
         gid: opts.root_gid,
         flags: 0,
         size: F2FS_BLKSIZE as u64,
-        addrs: vec![root_dentry],
+        addrs: vec![dentry],
     };
+    let links = 2 + lost_found as u32;
+    let root = dir(F2FS_ROOT_INO, 0, b"", 0o755, links, root_dentry);
     hot.write_inode(dev, &inode_ctx, &root)?;
     // The quota files: usage of the root's ids, root and lost+found.
     let charged = 1 + lost_found as u64;
@@ -336,18 +339,7 @@ pub fn format(dev: &Device, opts: &MkfsOptions, known_zero: bool) -> Result<Mkfs
             dentry as u64,
             &dentry_block(&[(b".", nid), (b"..", F2FS_ROOT_INO)]),
         )?;
-        let spec = InodeSpec {
-            ino: nid,
-            parent: F2FS_ROOT_INO,
-            name: b"lost+found",
-            mode: mode::S_IFDIR | 0o700,
-            links: 2,
-            uid: opts.root_uid,
-            gid: opts.root_gid,
-            flags: 0,
-            size: F2FS_BLKSIZE as u64,
-            addrs: vec![dentry],
-        };
+        let spec = dir(nid, F2FS_ROOT_INO, b"lost+found", 0o700, 2, dentry);
         hot.write_inode(dev, &inode_ctx, &spec)?;
     }
 

@@ -23,7 +23,7 @@
 
 use crate::error::{Error, Result};
 use f2fuse_layout::node::{footer_of, inode_of, InodeLayout};
-use f2fuse_layout::quota::{Dquot, QuotaFile};
+use f2fuse_layout::quota::{Dquot, QuotaFile, V2DiskHeader};
 use f2fuse_layout::{feature, F2FS_BLKSIZE};
 use parking_lot::Mutex;
 use std::sync::atomic::{AtomicU8, Ordering};
@@ -154,24 +154,15 @@ impl Quota {
 
     /// [`blocks_allowed`](Self::blocks_allowed) for the types in `enforced`.
     fn blocks_allowed_in(&self, enforced: u8, ids: [u32; QUOTA_TYPES], wanted: u64) -> Result<u64> {
-        if enforced == 0 || wanted == 0 {
-            return Ok(wanted);
+        if wanted == 0 {
+            return Ok(0);
         }
         let now = now();
-        let mut files = self.files.lock();
+        let block = F2FS_BLKSIZE as u64;
         let mut allowed = wanted;
-        for (qtype, file) in files.iter_mut().enumerate() {
-            let Some(file) = file.as_mut().filter(|_| enforced & (1 << qtype) != 0) else {
-                continue;
-            };
-            let grace = file.header().dqi_bgrace.get() as u64;
-            let Some(mut d) = file.get(ids[qtype]) else {
-                continue;
-            };
-            let block = F2FS_BLKSIZE as u64;
-            let room = |limit_kib: u64| {
-                (limit_kib.saturating_mul(1024)).saturating_sub(d.curspace) / block
-            };
+        self.check_enforced(enforced, ids, |header, _, d| {
+            let room =
+                |limit_kib: u64| limit_kib.saturating_mul(1024).saturating_sub(d.curspace) / block;
             if d.bhardlimit != 0 {
                 allowed = allowed.min(room(d.bhardlimit));
             }
@@ -182,10 +173,10 @@ impl Quota {
                 && d.btime == 0
                 && d.curspace + allowed * block > d.bsoftlimit.saturating_mul(1024)
             {
-                d.btime = now + grace;
-                file.set(ids[qtype], &d);
+                d.btime = now + header.dqi_bgrace.get() as u64;
             }
-        }
+            Ok(())
+        })?;
         if allowed == 0 {
             return Err(Error::errno(
                 libc::EDQUOT,
@@ -205,19 +196,8 @@ impl Quota {
 
     /// [`check_inode`](Self::check_inode) for the types in `enforced`.
     fn check_inode_in(&self, enforced: u8, ids: [u32; QUOTA_TYPES]) -> Result<()> {
-        if enforced == 0 {
-            return Ok(());
-        }
         let now = now();
-        let mut files = self.files.lock();
-        for (qtype, file) in files.iter_mut().enumerate() {
-            let Some(file) = file.as_mut().filter(|_| enforced & (1 << qtype) != 0) else {
-                continue;
-            };
-            let grace = file.header().dqi_igrace.get() as u64;
-            let Some(mut d) = file.get(ids[qtype]) else {
-                continue;
-            };
+        self.check_enforced(enforced, ids, |header, qtype, d| {
             let inodes = d.curinodes + 1;
             let over_soft = d.isoftlimit != 0 && inodes > d.isoftlimit;
             if (d.ihardlimit != 0 && inodes > d.ihardlimit)
@@ -232,7 +212,36 @@ impl Quota {
                 ));
             }
             if over_soft && d.itime == 0 {
-                d.itime = now + grace;
+                d.itime = now + header.dqi_igrace.get() as u64;
+            }
+            Ok(())
+        })
+    }
+
+    /// Runs `check` (given the file's header, the type and the dquot) for
+    /// the id of each type in `enforced` that has an entry, keeping what it
+    /// changes (a grace deadline it starts). An id without an entry has
+    /// no limits.
+    fn check_enforced(
+        &self,
+        enforced: u8,
+        ids: [u32; QUOTA_TYPES],
+        mut check: impl FnMut(&V2DiskHeader, usize, &mut Dquot) -> Result<()>,
+    ) -> Result<()> {
+        if enforced == 0 {
+            return Ok(());
+        }
+        let mut files = self.files.lock();
+        for (qtype, file) in files.iter_mut().enumerate() {
+            let Some(file) = file.as_mut().filter(|_| enforced & (1 << qtype) != 0) else {
+                continue;
+            };
+            let Some(before) = file.get(ids[qtype]) else {
+                continue;
+            };
+            let mut d = before;
+            check(file.header(), qtype, &mut d)?;
+            if d != before {
                 file.set(ids[qtype], &d);
             }
         }
