@@ -463,7 +463,7 @@ fn link_new_node(ctx: &Ctx, inode: &InodeInfo, child: ChildNode) -> Result<u32> 
         if existing != 0 {
             return Ok(existing);
         }
-        ctx.quota_allows(inode, 1)?;
+        ctx.quota_admits(inode, 1)?;
         let cold = inode.kind != Kind::Directory;
         let nid = ctx.new_node(None, Some(inode.ino), child.ofs, cold)?;
         write_u32(parent_node.block_mut(), byte, nid);
@@ -1276,9 +1276,7 @@ fn reserve_blocks_in(
                         .clone()
                         .filter(|&byte| read_u32(block, byte) == NULL_ADDR)
                         .count() as u64;
-                    if ctx.quota_allows(inode, holes)? < holes {
-                        return Err(Error::errno(libc::EDQUOT, "block quota exceeded"));
-                    }
+                    ctx.quota_admits(inode, holes)?;
                     let mut space = ctx.space.lock();
                     space.reserve_blocks(holes)?;
                     for byte in bytes {

@@ -406,6 +406,17 @@ impl Ctx<'_> {
         }
     }
 
+    /// Like [`quota_allows`](Self::quota_allows) for a change that needs
+    /// all `wanted` blocks or none: EDQUOT unless all are allowed.
+    pub fn quota_admits(&self, inode: &InodeInfo, wanted: u64) -> Result<()> {
+        match self.nm.quota() {
+            Some(q) if !q.is_quota_inode(inode.ino) => {
+                q.admits_blocks(inode.quota_ids(self.check.features), wanted)
+            }
+            _ => Ok(()),
+        }
+    }
+
     /// The one way a node goes: NAT entry freed, its block invalidated and
     /// uncounted (an inode's too if `inode`). The caller unlinks it.
     pub fn free_node(&self, nid: u32, inode: bool) -> Result<()> {

@@ -178,15 +178,18 @@ impl Quota {
             Ok(())
         })?;
         if allowed == 0 {
-            return Err(Error::errno(
-                libc::EDQUOT,
-                format!(
-                    "block quota exceeded (uid {}, gid {}, project {})",
-                    ids[0], ids[1], ids[2]
-                ),
-            ));
+            return Err(blocks_exceeded(ids));
         }
         Ok(allowed)
+    }
+
+    /// Whether `ids` may be charged all of `wanted` new blocks (a change
+    /// that cannot be done in part): EDQUOT if not.
+    pub fn admits_blocks(&self, ids: [u32; QUOTA_TYPES], wanted: u64) -> Result<()> {
+        if self.blocks_allowed(ids, wanted)? < wanted {
+            return Err(blocks_exceeded(ids));
+        }
+        Ok(())
     }
 
     /// Whether `ids` may be charged one more inode (check_idq).
@@ -256,7 +259,7 @@ impl Quota {
         let only = self.enforced() & (1 << qtype);
         self.check_inode_in(only, ids)?;
         if self.blocks_allowed_in(only, ids, blocks)? < blocks {
-            return Err(Error::errno(libc::EDQUOT, "block quota exceeded"));
+            return Err(blocks_exceeded(ids));
         }
         Ok(())
     }
@@ -324,6 +327,16 @@ impl Quota {
         }
         out
     }
+}
+
+fn blocks_exceeded(ids: [u32; QUOTA_TYPES]) -> Error {
+    Error::errno(
+        libc::EDQUOT,
+        format!(
+            "block quota exceeded (uid {}, gid {}, project {})",
+            ids[0], ids[1], ids[2]
+        ),
+    )
 }
 
 /// Limits of one id: blocks in 1 KiB units (as the quota tools give

@@ -474,3 +474,33 @@ fn concurrent_changes_keep_usage_exact() {
     fs.unmount().unwrap();
     fsck_f2fs(&img).unwrap();
 }
+
+/// Compressed files charge what their clusters hold (i_blocks), and
+/// releasing and reserving their saved blocks moves usage with them.
+#[test]
+fn compressed_files_are_charged_what_they_hold() {
+    if !require_f2fs_tools() {
+        return;
+    }
+    let scratch = Scratch::new("quota-compr");
+    let img = scratch.join("quota.img");
+    mkfs_f2fs(
+        &img,
+        64 << 20,
+        &["-O", "extra_attr,compression,quota,project_quota"],
+    );
+    let fs = open_writable(&img);
+    let f = fs.create(3, b"c", 0o644, 1000, 100).unwrap().ino;
+    fs.set_flags(f, inode_flag::COMPR).unwrap();
+    fs.write(f, 0, &vec![b'z'; 256 << 10]).unwrap();
+    let plain = fs.create(3, b"p", 0o644, 1000, 100).unwrap().ino;
+    fs.write(plain, 0, &vec![b'z'; 64 << 10]).unwrap();
+    fs.checkpoint().unwrap();
+    let before = fs.get_quota(USRQUOTA, 1000).unwrap().curspace;
+    assert!(fs.release_compress_blocks(f).unwrap() > 0);
+    assert!(fs.get_quota(USRQUOTA, 1000).unwrap().curspace < before);
+    fs.reserve_compress_blocks(f).unwrap();
+    assert_eq!(fs.get_quota(USRQUOTA, 1000).unwrap().curspace, before);
+    fs.unmount().unwrap();
+    fsck_f2fs(&img).unwrap();
+}
