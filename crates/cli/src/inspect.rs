@@ -417,6 +417,9 @@ pub fn stat(image: &Path, path: &str) -> Result<(), String> {
         "  Flags: {:#x}    Advise: {:#04x}    Generation: {}",
         inode.flags, inode.advise, inode.generation
     );
+    if fs.superblock().has_feature(feature::PRJQUOTA) {
+        println!("Project: {}", fs.project_id(&inode));
+    }
     if inode.kind == FileKind::Symlink {
         let target = fs.read_link(&inode).map_err(|e| e.to_string())?;
         println!(" Target: {}", display_name(&target));
