@@ -221,7 +221,7 @@ pub fn info(image: &Path) -> Result<(), String> {
 
 /// The daemon's answer to `request` when `target` is an f2fuse mount point
 /// (a directory), else None: the caller reads `target` as an image.
-fn ask_mount(target: &Path, request: String) -> Result<Option<String>, String> {
+pub fn ask_mount(target: &Path, request: String) -> Result<Option<String>, String> {
     if !target.is_dir() {
         return Ok(None);
     }

@@ -1,12 +1,11 @@
-//! `f2fuse quota`: an image's quota files (usage and limits per id, as
-//! repquota shows them), setting limits (as setquota) and project ids (as
-//! `chattr -p ID` and `+P`).
+//! `f2fuse quota`: the quota files of an image or a mount (usage and
+//! limits per id, as repquota shows them), setting limits (as setquota)
+//! and, on an image, project ids (as `chattr -p ID` and `+P`).
 
-use crate::inspect;
+use crate::inspect::{self, ask_mount};
 use crate::rw::{existing, fail, show, with_image};
 use clap::{Args, Subcommand, ValueEnum};
 use f2fuse_engine::quota::{Limits, TYPE_NAMES};
-use f2fuse_engine::Fs;
 use f2fuse_layout::inode_flag;
 use std::ffi::OsString;
 use std::os::unix::ffi::OsStrExt;
@@ -14,8 +13,10 @@ use std::path::PathBuf;
 
 #[derive(Args)]
 pub struct QuotaArgs {
-    /// An image made with `-O quota` and/or `-O project_quota`.
-    pub image: PathBuf,
+    /// An image made with `-O quota` and/or `-O project_quota`, or the
+    /// mount point of one (its daemon answers).
+    #[arg(value_name = "IMAGE|MOUNTPOINT")]
+    pub target: PathBuf,
     /// Without one: list every id's usage and limits.
     #[command(subcommand)]
     pub action: Option<QuotaAction>,
@@ -33,9 +34,9 @@ pub enum QuotaAction {
         inode_soft: u64,
         inode_hard: u64,
     },
-    /// Move PATH into project ID (its usage moves with it); with
+    /// Move PATH (in an image) into project ID, its usage with it; with
     /// --inherit, a directory passes the project on to new entries
-    /// (PROJINHERIT).
+    /// (PROJINHERIT). On a mount: `chattr -p ID [+P] PATH`.
     Project {
         path: OsString,
         id: u32,
@@ -52,8 +53,18 @@ pub enum QuotaKind {
 }
 
 pub fn run(args: &QuotaArgs) -> Result<(), String> {
+    let target = &args.target;
     match &args.action {
-        None => report(&inspect::open(&args.image)?),
+        None => {
+            let report = match ask_mount(target, "quota".into())? {
+                Some(answer) => answer,
+                None => inspect::open(target)?
+                    .quota_report()
+                    .map_err(|e| format!("{}: {e}", target.display()))?,
+            };
+            print!("{report}");
+            Ok(())
+        }
         Some(QuotaAction::Set {
             kind,
             id,
@@ -62,20 +73,31 @@ pub fn run(args: &QuotaArgs) -> Result<(), String> {
             inode_soft,
             inode_hard,
         }) => {
+            let qtype = *kind as usize;
+            let request = format!(
+                "quota set {} {id} {block_soft_kib} {block_hard_kib} {inode_soft} {inode_hard}",
+                TYPE_NAMES[qtype]
+            );
+            if ask_mount(target, request)?.is_some() {
+                return Ok(());
+            }
             let limits = Limits {
                 block_soft_kib: *block_soft_kib,
                 block_hard_kib: *block_hard_kib,
                 inode_soft: *inode_soft,
                 inode_hard: *inode_hard,
             };
-            with_image(&args.image, |fs| {
-                fs.set_quota_limits(*kind as usize, *id, &limits)
-                    .map_err(|e| fail(&format!("{} quota of {id}", TYPE_NAMES[*kind as usize]), &e))
+            with_image(target, |fs| {
+                fs.set_quota_limits(qtype, *id, &limits)
+                    .map_err(|e| fail(&format!("{} quota of {id}", TYPE_NAMES[qtype]), &e))
             })
         }
         Some(QuotaAction::Project { path, id, inherit }) => {
+            if target.is_dir() {
+                return Err("on a mount, use chattr -p ID [+P] PATH".into());
+            }
             let path = path.as_bytes();
-            with_image(&args.image, |fs| {
+            with_image(target, |fs| {
                 let inode = existing(fs, path)?;
                 let inode = fs
                     .set_project_id(inode.ino, *id)
@@ -88,43 +110,4 @@ pub fn run(args: &QuotaArgs) -> Result<(), String> {
             })
         }
     }
-}
-
-/// One table per quota file, as repquota: used KiB and inodes with their
-/// soft and hard limits, and the grace deadlines running.
-fn report(fs: &Fs) -> Result<(), String> {
-    let mut any = false;
-    for (qtype, name) in TYPE_NAMES.iter().enumerate() {
-        let Ok(entries) = fs.quota_file(qtype) else {
-            continue;
-        };
-        any = true;
-        println!(
-            "{name} quota (inode {})",
-            fs.superblock().qf_ino[qtype].get()
-        );
-        println!(
-            "{:>12} {:>12} {:>10} {:>10} {:>10} {:>10} {:>10}  grace",
-            "id", "used KiB", "soft", "hard", "inodes", "soft", "hard"
-        );
-        for (id, d) in entries {
-            let grace = match (d.btime, d.itime) {
-                (0, 0) => String::new(),
-                (b, i) => format!("blocks until {b}, inodes until {i}"),
-            };
-            println!(
-                "{id:>12} {:>12} {:>10} {:>10} {:>10} {:>10} {:>10}  {grace}",
-                d.curspace.div_ceil(1024),
-                d.bsoftlimit,
-                d.bhardlimit,
-                d.curinodes,
-                d.isoftlimit,
-                d.ihardlimit
-            );
-        }
-    }
-    if !any {
-        return Err("the image has no quota files (mkfs -O quota or project_quota)".into());
-    }
-    Ok(())
 }

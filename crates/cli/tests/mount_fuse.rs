@@ -2517,23 +2517,34 @@ fn quota_accounting_and_limits_through_mount() {
     assert_eq!(quota_of(2, 42).map(|q| q.0), Some(3));
     assert_eq!(quota_of(0, 1000).map(|q| q.0), Some(1));
 
-    // Limits, enforced with usrquota (root included: see README).
-    let out = f2fuse(&[
-        "quota".as_ref(),
-        img.as_os_str(),
-        "set".as_ref(),
-        "user".as_ref(),
-        "1000".as_ref(),
-        "0".as_ref(),
-        "400".as_ref(),
-        "0".as_ref(),
-        "0".as_ref(),
-    ]);
-    assert!(out.status.success(), "quota set: {out:?}");
+    // Limits, enforced with usrquota (root included: see README), set
+    // through the mount's control channel.
     let m = Mount::new(
         &img,
         &scratch.join("mnt"),
         "default_permissions,usrquota,no_writeback_cache",
+    );
+    let mnt = m.path("");
+    let set: Vec<&OsStr> = ["quota", "", "set", "user", "1000", "0", "400", "0", "0"]
+        .iter()
+        .map(|a| {
+            if a.is_empty() {
+                mnt.as_os_str()
+            } else {
+                OsStr::new(a)
+            }
+        })
+        .collect();
+    let out = f2fuse(&set);
+    assert!(out.status.success(), "quota set: {out:?}");
+    let out = f2fuse(&["quota".as_ref(), mnt.as_os_str()]);
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        table
+            .lines()
+            .any(|l| l.split_whitespace().collect::<Vec<_>>()[..]
+                .starts_with(&["1000", "296", "0", "400"])),
+        "{table}"
     );
     let mut f = fs::OpenOptions::new()
         .write(true)

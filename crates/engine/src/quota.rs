@@ -32,6 +32,11 @@ pub use f2fuse_layout::quota::{GRPQUOTA, MAXQUOTAS as QUOTA_TYPES, PRJQUOTA, USR
 /// Names of the quota types as the quota tools and mount options call them.
 pub const TYPE_NAMES: [&str; QUOTA_TYPES] = ["user", "group", "project"];
 
+/// The quota type named `name` ("user", "group", "project").
+pub fn type_by_name(name: &str) -> Option<usize> {
+    TYPE_NAMES.iter().position(|&n| n == name)
+}
+
 /// What an inode is charged: its ids (uid, gid, projid) and its space in bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Charge {

@@ -146,6 +146,49 @@ impl Fs {
             .collect())
     }
 
+    /// Every quota file as a table (as repquota): per id the KiB used,
+    /// block soft and hard limits (KiB), inodes, inode soft and hard
+    /// limits, and the grace deadlines running. ENOENT if the image has no
+    /// quota files.
+    pub fn quota_report(&self) -> Result<String> {
+        let mut out = String::new();
+        for (qtype, name) in crate::quota::TYPE_NAMES.iter().enumerate() {
+            let entries = match self.quota_file(qtype) {
+                Ok(entries) => entries,
+                Err(e) if e.to_errno() == libc::ENOENT => continue,
+                Err(e) => return Err(e),
+            };
+            let ino = self.superblock().qf_ino[qtype].get();
+            out += &format!("{name} quota (inode {ino})\n");
+            out += &format!(
+                "{:>12} {:>12} {:>10} {:>10} {:>10} {:>10} {:>10}  grace\n",
+                "id", "used KiB", "soft", "hard", "inodes", "soft", "hard"
+            );
+            for (id, d) in entries {
+                let grace = match (d.btime, d.itime) {
+                    (0, 0) => String::new(),
+                    (b, i) => format!("blocks until {b}, inodes until {i}"),
+                };
+                out += &format!(
+                    "{id:>12} {:>12} {:>10} {:>10} {:>10} {:>10} {:>10}  {grace}\n",
+                    d.curspace.div_ceil(1024),
+                    d.bsoftlimit,
+                    d.bhardlimit,
+                    d.curinodes,
+                    d.isoftlimit,
+                    d.ihardlimit
+                );
+            }
+        }
+        if out.is_empty() {
+            return Err(Error::errno(
+                libc::ENOENT,
+                "the image has no quota files (mkfs -O quota or project_quota)",
+            ));
+        }
+        Ok(out)
+    }
+
     /// Sets the limits of `id` for quota type `qtype` (as setquota(8));
     /// written by the next checkpoint.
     pub fn set_quota_limits(&self, qtype: usize, id: u32, limits: &Limits) -> Result<()> {
