@@ -313,7 +313,7 @@ impl Quota {
         if d.isoftlimit == 0 || d.curinodes <= d.isoftlimit {
             d.itime = 0;
         }
-        file.set(id, &d);
+        store(file, id, &d);
         Ok(())
     }
 
@@ -376,7 +376,18 @@ fn adjust(file: &mut QuotaFile, id: u32, inodes: u64, space: u64, release: bool)
         d.curinodes += inodes;
         d.curspace += space;
     }
-    file.set(id, &d);
+    store(file, id, &d);
+}
+
+/// Writes `d` as the entry of `id`; an id left without usage, limits or
+/// deadlines loses its entry, as the kernel deletes a released dquot that
+/// has none (so files do not keep every id that ever owned something).
+fn store(file: &mut QuotaFile, id: u32, d: &Dquot) {
+    if *d == Dquot::default() {
+        file.remove(id);
+    } else {
+        file.set(id, d);
+    }
 }
 
 fn now() -> u64 {

@@ -133,6 +133,14 @@ fn usage_after_a_workload_is_what_fsck_recomputes() {
     assert_eq!(fs.project_id(&pf), 42);
     assert_eq!(fs.get_quota(PRJQUOTA, 42).unwrap().curinodes, 2);
     assert_eq!(fs.get_quota(USRQUOTA, 1005).unwrap().curinodes, 0);
+    // An id left with nothing loses its entry, as in the kernel's files.
+    let users: Vec<u32> = fs
+        .quota_file(USRQUOTA)
+        .unwrap()
+        .iter()
+        .map(|e| e.0)
+        .collect();
+    assert!(!users.contains(&1005) && users.contains(&2000), "{users:?}");
     let a = fs.resolve("/d/a").unwrap();
     let d2000 = fs.get_quota(USRQUOTA, 2000).unwrap();
     assert_eq!(

@@ -333,6 +333,80 @@ impl QuotaFile {
         self.dirty.insert((at / QT_BLKSIZE) as u32);
     }
 
+    /// Deletes the entry of `id`, as the kernel's qtree_delete_dquot does
+    /// for a released dquot without usage or limits: the slot is freed,
+    /// a leaf left empty and tree blocks left without references go on the
+    /// free-block list (never the root), a full leaf rejoins the
+    /// free-entry list.
+    pub fn remove(&mut self, id: u32) {
+        let Some(at) = self.entries.remove(&id) else {
+            return;
+        };
+        self.remove_tree(QT_TREEOFF, id, 0, at);
+    }
+
+    /// remove_tree: clears the reference to `id` below tree block `blk`;
+    /// returns whether `blk` was freed.
+    fn remove_tree(&mut self, blk: u32, id: u32, depth: usize, at: usize) -> bool {
+        let child_at = ref_offset(blk, id, depth);
+        let child = self.u32_at(child_at);
+        if child == 0 {
+            return false;
+        }
+        let child_freed = if depth == QT_TREEDEPTH - 1 {
+            self.free_entry_at(child, at);
+            true
+        } else {
+            self.remove_tree(child, id, depth + 1, at)
+        };
+        if !child_freed {
+            return false;
+        }
+        self.set_u32(child_at, 0);
+        let start = blk as usize * QT_BLKSIZE;
+        let empty = self.data[start..start + QT_BLKSIZE].iter().all(|&b| b == 0);
+        if empty && blk != QT_TREEOFF {
+            self.put_free_block(blk);
+            return true;
+        }
+        false
+    }
+
+    /// free_dqentry: the entry at byte `at` of `leaf` goes.
+    fn free_entry_at(&mut self, leaf: u32, at: usize) {
+        let entries = self.leaf_header(leaf).dqdh_entries.get().saturating_sub(1);
+        self.leaf_header_mut(leaf).dqdh_entries = entries.into();
+        if entries == 0 {
+            self.unlink_free_leaf(leaf);
+            self.put_free_block(leaf);
+            return;
+        }
+        self.data[at..at + V2R1_DQBLK_SIZE].fill(0);
+        self.dirty.insert(leaf);
+        if entries as usize == QT_ENTRIES_PER_BLOCK - 1 {
+            // It was full: it has room again (insert_free_dqentry).
+            let head = self.header().dqi_free_entry.get();
+            let h = self.leaf_header_mut(leaf);
+            h.dqdh_next_free = head.into();
+            h.dqdh_prev_free = 0.into();
+            if head != 0 {
+                self.leaf_header_mut(head).dqdh_prev_free = leaf.into();
+            }
+            self.header_mut().dqi_free_entry = leaf.into();
+        }
+    }
+
+    /// put_free_dqblk: `blk` heads the free-block list (its other bytes
+    /// are left as they were, as the kernel leaves them).
+    fn put_free_block(&mut self, blk: u32) {
+        let head = self.header().dqi_free_blk.get();
+        let h = self.leaf_header_mut(blk);
+        h.dqdh_next_free = head.into();
+        h.dqdh_prev_free = 0.into();
+        h.dqdh_entries = 0.into();
+        self.header_mut().dqi_free_blk = blk.into();
+    }
+
     /// The quota blocks changed since the last call, in order.
     pub fn take_dirty(&mut self) -> Vec<u32> {
         std::mem::take(&mut self.dirty).into_iter().collect()
@@ -500,6 +574,54 @@ mod tests {
         // 14 in the first leaf, 6 in the second, which is now the free-entry leaf.
         let leaf = f.header().dqi_free_entry.get();
         assert_eq!(f.leaf_header(leaf).dqdh_entries.get(), 6);
+    }
+
+    #[test]
+    fn removed_ids_free_their_blocks_and_slots_for_new_ones() {
+        let mut f = QuotaFile::new(0);
+        let ids: Vec<u32> = (0..30).map(|i| i * 70_001).collect();
+        for &id in &ids {
+            f.set(
+                id,
+                &Dquot {
+                    curinodes: 1,
+                    ..Dquot::default()
+                },
+            );
+        }
+        let blocks = f.header().dqi_blocks.get();
+        for &id in ids.iter().filter(|&&id| id % 2 == 1) {
+            f.remove(id);
+        }
+        let again = QuotaFile::parse(0, f.bytes()).unwrap();
+        for &id in &ids {
+            assert_eq!(again.get(id).is_some(), id % 2 == 0, "id {id}");
+        }
+        assert_ne!(
+            f.header().dqi_free_blk.get(),
+            0,
+            "freed tree blocks are listed"
+        );
+        // New ids take freed blocks and slots before the file grows.
+        for &id in ids.iter().filter(|&&id| id % 2 == 1) {
+            f.set(
+                id + 1,
+                &Dquot {
+                    curinodes: 2,
+                    ..Dquot::default()
+                },
+            );
+        }
+        assert_eq!(f.header().dqi_blocks.get(), blocks);
+        let again = QuotaFile::parse(0, f.bytes()).unwrap();
+        assert_eq!(again.ids().count(), ids.len());
+        for id in ids {
+            f.remove(id);
+            f.remove(id + 1);
+        }
+        let empty = QuotaFile::parse(0, f.bytes()).unwrap();
+        assert_eq!(empty.ids().count(), 0);
+        assert_eq!(f.header().dqi_free_entry.get(), 0);
     }
 
     #[test]
