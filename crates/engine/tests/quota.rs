@@ -312,6 +312,26 @@ fn project_ids_inherit_and_renames_across_projects_are_exdev() {
     assert_eq!(fs.get_quota(PRJQUOTA, 7).unwrap().curinodes, 4);
     let quota_ino = fs.superblock().qf_ino[0].get();
     assert_eq!(errno(fs.set_project_id(quota_ino, 1)), libc::EPERM);
+    // df of a project directory shows the project's limits once enforced.
+    let whole = fs.statfs();
+    let limits = Limits {
+        block_hard_kib: 400,
+        inode_soft: 10,
+        ..Default::default()
+    };
+    fs.set_quota_limits(PRJQUOTA, 7, &limits).unwrap();
+    assert_eq!(fs.statfs_at(p.ino).unwrap(), whole, "not enforced yet");
+    fs.set_quota_enforcement(1 << PRJQUOTA).unwrap();
+    let in_project = fs.statfs_at(p.ino).unwrap();
+    assert_eq!(
+        (in_project.blocks, in_project.files, in_project.files_free),
+        (100, 10, 6)
+    );
+    assert_eq!(
+        fs.statfs_at(3).unwrap(),
+        whole,
+        "the root has no PROJINHERIT"
+    );
     fs.unmount().unwrap();
     fsck_f2fs(&img).unwrap();
 }

@@ -1326,9 +1326,12 @@ impl Filesystem for F2fsFuse {
         self.fsync(req, ino, fh, datasync, reply);
     }
 
-    fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
+    fn statfs(&self, _req: &Request, ino: INodeNo, reply: ReplyStatfs) {
         self.shared.request();
-        let s = self.fs.statfs();
+        let s = match ino_of(ino).and_then(|ino| self.fs.statfs_at(ino).map_err(|e| errno(&e))) {
+            Ok(s) => s,
+            Err(e) => return reply.error(e),
+        };
         reply.statfs(
             s.blocks,
             s.blocks_free,

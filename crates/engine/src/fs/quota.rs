@@ -4,7 +4,7 @@
 //! `set_quota_enforcement`) and project ids (`set_project_id`).
 
 use super::locks::Mode;
-use super::Fs;
+use super::{Fs, StatFs};
 use crate::data;
 use crate::error::{Error, Result};
 use crate::inode::{FileKind, InodeInfo};
@@ -187,6 +187,39 @@ impl Fs {
             ));
         }
         Ok(out)
+    }
+
+    /// statfs(2) of a path inside the file system: as [`statfs`](Self::statfs),
+    /// but in a directory with PROJINHERIT, while project limits are
+    /// enforced, the project's limits and usage stand for the size and free
+    /// space (f2fs_statfs_project: `df` of a project directory).
+    pub fn statfs_at(&self, ino: u32) -> Result<StatFs> {
+        let mut st = self.statfs();
+        let Some(quota) = self.nm.quota() else {
+            return Ok(st);
+        };
+        let inode = self.inode(ino)?;
+        if inode.flags & inode_flag::PROJINHERIT == 0
+            || quota.enforced() & (1 << crate::quota::PRJQUOTA) == 0
+        {
+            return Ok(st);
+        }
+        let Some(d) = quota.get(crate::quota::PRJQUOTA, inode.projid(self.check.features)) else {
+            return Ok(st);
+        };
+        let min_not_zero = |a: u64, b: u64| if a == 0 || (b != 0 && b < a) { b } else { a };
+        let block_limit = min_not_zero(d.bsoftlimit, d.bhardlimit) * 1024 / F2FS_BLKSIZE as u64;
+        if block_limit != 0 && st.blocks > block_limit {
+            st.blocks = block_limit;
+            st.blocks_free = block_limit.saturating_sub(d.curspace / F2FS_BLKSIZE as u64);
+            st.blocks_available = st.blocks_free;
+        }
+        let inode_limit = min_not_zero(d.isoftlimit, d.ihardlimit);
+        if inode_limit != 0 && st.files > inode_limit {
+            st.files = inode_limit;
+            st.files_free = inode_limit.saturating_sub(d.curinodes);
+        }
+        Ok(st)
     }
 
     /// Sets the limits of `id` for quota type `qtype` (as setquota(8));
