@@ -23,7 +23,7 @@
 
 use crate::error::{Error, Result};
 use f2fuse_layout::node::{footer_of, inode_of, InodeLayout};
-use f2fuse_layout::quota::{Dquot, QuotaFile, V2DiskHeader};
+use f2fuse_layout::quota::{Dquot, QuotaFile, V2DiskHeader, QT_BLKSIZE};
 use f2fuse_layout::{feature, F2FS_BLKSIZE};
 use parking_lot::Mutex;
 use std::sync::atomic::{AtomicU8, Ordering};
@@ -176,9 +176,9 @@ impl Quota {
             }
             if d.bsoftlimit != 0
                 && d.btime == 0
-                && d.curspace + allowed * block > d.bsoftlimit.saturating_mul(1024)
+                && d.curspace.saturating_add(allowed * block) > d.bsoftlimit.saturating_mul(1024)
             {
-                d.btime = now + header.dqi_bgrace.get() as u64;
+                d.btime = now.saturating_add(header.dqi_bgrace.get() as u64);
             }
             Ok(())
         })?;
@@ -206,7 +206,7 @@ impl Quota {
     fn check_inode_in(&self, enforced: u8, ids: [u32; QUOTA_TYPES]) -> Result<()> {
         let now = now();
         self.check_enforced(enforced, ids, |header, qtype, d| {
-            let inodes = d.curinodes + 1;
+            let inodes = d.curinodes.saturating_add(1);
             let over_soft = d.isoftlimit != 0 && inodes > d.isoftlimit;
             if (d.ihardlimit != 0 && inodes > d.ihardlimit)
                 || (over_soft && d.itime != 0 && now >= d.itime)
@@ -220,7 +220,7 @@ impl Quota {
                 ));
             }
             if over_soft && d.itime == 0 {
-                d.itime = now + header.dqi_igrace.get() as u64;
+                d.itime = now.saturating_add(header.dqi_igrace.get() as u64);
             }
             Ok(())
         })
@@ -296,18 +296,13 @@ impl Quota {
         let file = files
             .get_mut(qtype)
             .and_then(|f| f.as_mut())
-            .ok_or_else(|| {
-                Error::errno(
-                    libc::ENOENT,
-                    format!("no {} quota file", TYPE_NAMES[qtype.min(2)]),
-                )
-            })?;
+            .ok_or_else(|| no_quota_file(qtype))?;
         let mut d = file.get(id).unwrap_or_default();
         d.bhardlimit = limits.block_hard_kib;
         d.bsoftlimit = limits.block_soft_kib;
         d.ihardlimit = limits.inode_hard;
         d.isoftlimit = limits.inode_soft;
-        if d.bsoftlimit == 0 || d.curspace <= d.bsoftlimit * 1024 {
+        if d.bsoftlimit == 0 || d.curspace <= d.bsoftlimit.saturating_mul(1024) {
             d.btime = 0;
         }
         if d.isoftlimit == 0 || d.curinodes <= d.isoftlimit {
@@ -325,13 +320,19 @@ impl Quota {
         for (qtype, file) in files.iter_mut().enumerate() {
             let Some(file) = file else { continue };
             for blk in file.take_dirty() {
-                let start = blk as usize * f2fuse_layout::quota::QT_BLKSIZE;
-                let bytes = file.bytes()[start..start + f2fuse_layout::quota::QT_BLKSIZE].to_vec();
+                let start = blk as usize * QT_BLKSIZE;
+                let bytes = file.bytes()[start..start + QT_BLKSIZE].to_vec();
                 out.push((qtype, blk, bytes));
             }
         }
         out
     }
+}
+
+/// ENOENT: the image keeps no quota file of type `qtype`.
+pub fn no_quota_file(qtype: usize) -> Error {
+    let name = TYPE_NAMES.get(qtype).unwrap_or(&"unknown");
+    Error::errno(libc::ENOENT, format!("no {name} quota file"))
 }
 
 fn blocks_exceeded(ids: [u32; QUOTA_TYPES]) -> Error {
@@ -373,8 +374,8 @@ fn adjust(file: &mut QuotaFile, id: u32, inodes: u64, space: u64, release: bool)
             d.btime = 0;
         }
     } else {
-        d.curinodes += inodes;
-        d.curspace += space;
+        d.curinodes = d.curinodes.saturating_add(inodes);
+        d.curspace = d.curspace.saturating_add(space);
     }
     store(file, id, &d);
 }

@@ -220,6 +220,8 @@ impl QuotaFile {
             entries: BTreeMap::new(),
             dirty: BTreeSet::new(),
         };
+        file.check_list(header.dqi_free_blk.get(), "free-block")?;
+        file.check_list(header.dqi_free_entry.get(), "free-entry")?;
         // Each (block, depth) is walked once: shared subtrees cost nothing twice.
         let mut seen = BTreeSet::new();
         let mut leaves = BTreeSet::new();
@@ -261,6 +263,35 @@ impl QuotaFile {
             } else {
                 self.collect_leaves(child, depth + 1, seen, leaves)?;
             }
+        }
+        Ok(())
+    }
+
+    /// A list linked through `dqdh_next_free` from `head`: every block in
+    /// range, and no loop (at most one visit per block).
+    fn check_list(&self, head: u32, what: &str) -> Result<()> {
+        let mut blk = head;
+        let mut steps = 0;
+        while blk != 0 {
+            self.check_block(blk)?;
+            steps += 1;
+            ensure!(
+                steps < self.header().dqi_blocks.get(),
+                "quota file",
+                "the {what} list loops"
+            );
+            let h = self.leaf_header(blk);
+            ensure!(
+                (h.dqdh_entries.get() as usize) < QT_ENTRIES_PER_BLOCK,
+                "quota file",
+                "block {blk} on the {what} list holds {} entries",
+                h.dqdh_entries.get()
+            );
+            let prev = h.dqdh_prev_free.get();
+            if prev != 0 {
+                self.check_block(prev)?;
+            }
+            blk = h.dqdh_next_free.get();
         }
         Ok(())
     }
@@ -639,6 +670,13 @@ mod tests {
         let mut bytes = f.bytes().to_vec();
         bytes[QT_BLKSIZE..QT_BLKSIZE + 4].copy_from_slice(&99u32.to_le_bytes());
         assert!(QuotaFile::parse(0, &bytes).is_err());
+        // A free-entry list leaving the file, or looping.
+        let leaf = f.header().dqi_free_entry.get() as usize;
+        for next in [99u32, leaf as u32] {
+            let mut bytes = f.bytes().to_vec();
+            bytes[leaf * QT_BLKSIZE..leaf * QT_BLKSIZE + 4].copy_from_slice(&next.to_le_bytes());
+            assert!(QuotaFile::parse(0, &bytes).is_err(), "next {next}");
+        }
         assert!(QuotaFile::parse(1, f.bytes()).is_err());
     }
 }

@@ -9,7 +9,7 @@ use crate::data;
 use crate::error::{Error, Result};
 use crate::inode::{FileKind, InodeInfo};
 use crate::perm::Credentials;
-use crate::quota::{Limits, Quota, QUOTA_TYPES};
+use crate::quota::{no_quota_file, Limits, Quota, QUOTA_TYPES};
 use f2fuse_layout::node::I_PROJID_OFFSET;
 use f2fuse_layout::quota::{Dquot, QuotaFile, QT_BLKSIZE};
 use f2fuse_layout::*;
@@ -54,7 +54,9 @@ impl Fs {
 
     fn read_quota_file(&self, qtype: usize, ino: u32) -> Result<QuotaFile> {
         let inode = self.inode(ino)?;
-        if inode.kind != FileKind::Regular || inode.size > u32::MAX as u64 * QT_BLKSIZE as u64 {
+        // Quota files have no holes: a size beyond the blocks it holds is
+        // corruption (and no reason to allocate that much).
+        if inode.kind != FileKind::Regular || inode.size > inode.blocks * F2FS_BLKSIZE as u64 {
             return Err(Corrupt::new(
                 "quota file",
                 format!("inode {ino}: {:?} of {} bytes", inode.kind, inode.size),
@@ -208,7 +210,8 @@ impl Fs {
             return Ok(st);
         };
         let min_not_zero = |a: u64, b: u64| if a == 0 || (b != 0 && b < a) { b } else { a };
-        let block_limit = min_not_zero(d.bsoftlimit, d.bhardlimit) * 1024 / F2FS_BLKSIZE as u64;
+        let block_limit =
+            min_not_zero(d.bsoftlimit, d.bhardlimit).saturating_mul(1024) / F2FS_BLKSIZE as u64;
         if block_limit != 0 && st.blocks > block_limit {
             st.blocks = block_limit;
             st.blocks_free = block_limit.saturating_sub(d.curspace / F2FS_BLKSIZE as u64);
@@ -351,11 +354,6 @@ impl Fs {
         }
         Ok(())
     }
-}
-
-fn no_quota_file(qtype: usize) -> Error {
-    let name = crate::quota::TYPE_NAMES.get(qtype).unwrap_or(&"unknown");
-    Error::errno(libc::ENOENT, format!("no {name} quota file"))
 }
 
 /// Quota types as bits for [`Fs::set_quota_enforcement`], from the
