@@ -227,6 +227,13 @@ impl QuotaFile {
         let mut leaves = BTreeSet::new();
         file.collect_leaves(QT_TREEOFF, 0, &mut seen, &mut leaves)?;
         for leaf in leaves {
+            // Links a leaf keeps for the free-entry list must stay in the file.
+            let h = *file.leaf_header(leaf);
+            for link in [h.dqdh_next_free.get(), h.dqdh_prev_free.get()] {
+                if link != 0 {
+                    file.check_block(link)?;
+                }
+            }
             for slot in 0..QT_ENTRIES_PER_BLOCK {
                 let at = entry_offset(leaf, slot);
                 if file.data[at..at + V2R1_DQBLK_SIZE].iter().all(|&b| b == 0) {
