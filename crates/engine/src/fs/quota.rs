@@ -281,14 +281,14 @@ impl Fs {
                     Err(Error::errno(libc::EOPNOTSUPP, "no project_quota feature"))
                 };
             }
-            if inode.projid(features) == projid {
-                return Ok(());
-            }
             if inode.layout.extra_words == 0 {
                 return Err(Error::errno(
                     libc::EOPNOTSUPP,
                     "inode without extra attributes",
                 ));
+            }
+            if inode.projid(features) == projid {
+                return Ok(());
             }
             if self.nm.quota().is_some_and(|q| q.is_quota_inode(ino)) {
                 return Err(Error::errno(libc::EPERM, "a quota file"));
