@@ -359,8 +359,9 @@ fn quota_need_fsck_checkpoints_are_left_to_fsck() {
 }
 
 /// A crash after fsyncs: roll-forward replays the files, and with them
-/// their charges (the kernel turns quota on for recovery), so the
-/// checkpoint recovery writes has files fsck.f2fs agrees with.
+/// their charges (the kernel turns quota on for recovery), and the orphan
+/// the checkpoint lists is freed with its charge, so the checkpoint the
+/// open writes has files fsck.f2fs agrees with.
 #[test]
 fn recovery_after_a_power_cut_charges_what_it_replays() {
     use f2fuse_engine::device::MemDevice;
@@ -375,6 +376,11 @@ fn recovery_after_a_power_cut_charges_what_it_replays() {
     fs.set_tunable("cp_interval", 3600).unwrap();
     let kept = fs.create(3, b"kept", 0o644, 0, 0).unwrap().ino;
     fs.write(kept, 0, &vec![1u8; 20_000]).unwrap();
+    // An orphan in the checkpoint (unlinked while open): still charged there.
+    let orphan = fs.create(3, b"orphan", 0o644, 1007, 100).unwrap().ino;
+    fs.write(orphan, 0, &vec![4u8; 30_000]).unwrap();
+    fs.open_inode(orphan).unwrap();
+    fs.unlink(3, b"orphan").unwrap();
     fs.checkpoint().unwrap();
     // After the checkpoint: a new file fsync'd, a grown file fsync'd.
     let new = fs.create(3, b"new", 0o644, 1000, 100).unwrap().ino;
@@ -386,6 +392,8 @@ fn recovery_after_a_power_cut_charges_what_it_replays() {
     std::fs::write(&img, dev.snapshot()).unwrap();
     let fs = open_writable(&img);
     assert_eq!(fs.resolve("/kept").unwrap().size, 70_000);
+    // The open freed the orphan, and its charge with it.
+    assert_eq!(fs.get_quota(USRQUOTA, 1007).unwrap(), Default::default());
     let d = fs.get_quota(USRQUOTA, 1000).unwrap();
     let new = fs.resolve("/new").unwrap();
     assert_eq!((d.curinodes, d.curspace), (1, (new.blocks - 1) * 4096));
