@@ -173,6 +173,7 @@ impl Fs {
             orphans: Mutex::new(orphans),
             need_checkpoint: AtomicBool::new(false),
             open_counts: Mutex::new(HashMap::new()),
+            unsynced_blocks: Mutex::new(HashMap::new()),
             failed: AtomicBool::new(false),
             last_checkpoint: Mutex::new(Duration::ZERO),
             clock: Clock {

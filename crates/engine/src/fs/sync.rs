@@ -30,6 +30,7 @@ impl Fs {
             let _op = self.write_guard()?;
             let _inode = self.locks().inode(ino, Mode::Exclusive);
             let inode = self.caller_inode(&self.ctx(), ino)?;
+            w.unsynced_blocks.lock().remove(&ino);
             let reason = self.checkpoint_reason(w, &inode);
             if reason.is_none() {
                 if let Err(e) = self.write_fsync_chain(w, ino) {
@@ -177,6 +178,7 @@ impl Fs {
         space.commit_checkpoint();
         self.nm.commit_checkpoint(nat);
         w.need_checkpoint.store(false, Ordering::Relaxed);
+        w.unsynced_blocks.lock().clear();
         *w.last_checkpoint.lock() = w.clock.since_mount();
         Ok(())
     }
