@@ -398,7 +398,7 @@ mod tests {
 
     #[test]
     fn bad_settings_are_refused() {
-        let cfg = config(Workload::W2, &[("ipu_policy", 1)], 64 << 20, 10);
+        let cfg = config(Workload::W2, &[("discard_granularity", 1)], 64 << 20, 10);
         assert!(run_lab(&cfg).unwrap_err().contains("unknown tunable"));
     }
 }

@@ -1429,7 +1429,12 @@ fn tune_through_the_control_channel() {
     // Bad mount options are refused before anything is mounted.
     let mnt = scratch.join("mnt");
     fs::create_dir_all(&mnt).unwrap();
-    for bad in ["gc_urgent=9", "max_victim_search=0", "ipu_policy=1"] {
+    for bad in [
+        "gc_urgent=9",
+        "max_victim_search=0",
+        "ipu_policy=256",
+        "discard_granularity=1",
+    ] {
         let out = f2fuse(&[
             "mount".as_ref(),
             img.as_os_str(),
@@ -1466,7 +1471,8 @@ fn tune_through_the_control_channel() {
     // The new value takes effect: a directory made now gets hash level 2.
     fs::create_dir(m.path("leveled")).unwrap();
     for (setting, expect) in [
-        ("ipu_policy", "unknown tunable"),
+        ("discard_granularity", "unknown tunable"),
+        ("ipu_policy=256", "out of range"),
         ("gc_urgent=4", "out of range"),
         ("dir_level=x", "not a non-negative integer"),
     ] {

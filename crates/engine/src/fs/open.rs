@@ -150,7 +150,7 @@ impl Fs {
         }
         let sit = SitTable::load(&fs.dev, sb, &fs.cp.read())?;
         let mut space = SegmentManager::new(&fs.dev, sb, &fs.cp.read(), &sit)?;
-        space.set_ssr_threshold(reserved_sections + tuned.min_ssr_sections);
+        space.set_ssr_threshold(reserved_sections.saturating_add(tuned.min_ssr_sections));
         let usage_nodes: u64 = sit.usage(&fs.cp.read()).valid_node_blocks;
         if usage_nodes != space.valid_nodes() as u64 {
             return Err(Corrupt::new(
