@@ -5,7 +5,6 @@
 mod support;
 
 use f2fuse_engine::data::BlockMapper;
-use f2fuse_engine::fs::SetAttr;
 use f2fuse_engine::mkfs::{format_path, MkfsOptions};
 use f2fuse_engine::{FallocMode, Fs, OpenOptions};
 use f2fuse_layout::{CursegType, F2FS_ROOT_INO as ROOT, NEW_ADDR, NULL_ADDR};
@@ -48,14 +47,6 @@ fn read_all(fs: &Fs, ino: u32, len: usize) -> Vec<u8> {
 
 fn in_place_total(fs: &Fs) -> u64 {
     fs.status().unwrap().alloc.in_place_writes.iter().sum()
-}
-
-fn set_size(fs: &Fs, ino: u32, size: u64) {
-    let attr = SetAttr {
-        size: Some(size),
-        ..Default::default()
-    };
-    fs.setattr(ino, &attr).unwrap();
 }
 
 fn finish(fs: Fs, img: &Path) {
