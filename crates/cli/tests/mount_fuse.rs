@@ -1301,7 +1301,10 @@ fn pin_ioctls_through_mount() {
     );
     assert_ne!(flags as u32 & 0x0080_0000, 0, "NOCOW shows the pin");
     // SAFETY: the fd is open.
-    assert_eq!(unsafe { libc::posix_fallocate(file.as_raw_fd(), 0, 1 << 20) }, 0);
+    assert_eq!(
+        unsafe { libc::posix_fallocate(file.as_raw_fd(), 0, 1 << 20) },
+        0
+    );
     file.write_all_at(&[7u8; 8192], 40960).unwrap();
     file.sync_all().unwrap();
     let dir_path = m.path("d");

@@ -1,12 +1,12 @@
 //! File data: mapping file block indexes to block addresses through the
 //! inode, direct, indirect and double-indirect nodes, and reading bytes.
 
-use crate::ipu::{self, IpuPolicy, WriteState};
 use crate::device::{Block, Device, IoKind};
 use crate::error::{Error, Result};
 use crate::extent_cache::CachedExtent;
 use crate::inline;
 use crate::inode::InodeInfo;
+use crate::ipu::{self, IpuPolicy, WriteState};
 use crate::node::{NodeExpect, NodeManager};
 use f2fuse_layout::node::{block_path, node_slot, AddrCounts, BlockPath};
 use f2fuse_layout::*;
@@ -523,8 +523,17 @@ pub fn write_blocks(
     data: &[u8],
     log: CursegType,
 ) -> Result<u64> {
-    write_blocks_upto(ctx, inode, first, data, log, DataPolicy::default(), false, &|| ())
-        .map_err(|(_, e)| e)
+    write_blocks_upto(
+        ctx,
+        inode,
+        first,
+        data,
+        log,
+        DataPolicy::default(),
+        false,
+        &|| (),
+    )
+    .map_err(|(_, e)| e)
 }
 
 /// [`write_blocks`], but a failure also says how many leading blocks were
@@ -676,7 +685,11 @@ fn place_blocks(
     for (i, (&(slot, old), version)) in slots.iter().zip(versions).enumerate() {
         if in_place && is_block(old) {
             space.note_in_place_write(old)?;
-            placed.push(PlacedBlock { slot, old, new: old });
+            placed.push(PlacedBlock {
+                slot,
+                old,
+                new: old,
+            });
             continue;
         }
         if old == NULL_ADDR && !reserved_all {
@@ -872,7 +885,10 @@ pub fn zeroout_window(blocks: Range<u64>, zeroout_blocks: u64) -> Range<u64> {
         return blocks;
     }
     let start = blocks.start / zeroout_blocks * zeroout_blocks;
-    let end = blocks.end.div_ceil(zeroout_blocks).saturating_mul(zeroout_blocks);
+    let end = blocks
+        .end
+        .div_ceil(zeroout_blocks)
+        .saturating_mul(zeroout_blocks);
     start..end
 }
 
@@ -894,9 +910,8 @@ fn zeroout_chunk(
     }
     let max = max_file_blocks(inode.addrs());
     let mut mapper = BlockMapper::new(ctx.nm, inode);
-    let mut reserved = |index: u64| -> Result<bool> {
-        Ok(index < max && mapper.map(index)? == NEW_ADDR)
-    };
+    let mut reserved =
+        |index: u64| -> Result<bool> { Ok(index < max && mapper.map(index)? == NEW_ADDR) };
     let (mut start, mut end) = (blocks.start, blocks.end);
     if reserved(start)? {
         while start > window.start && reserved(start - 1)? {
@@ -1483,8 +1498,8 @@ fn allocate_pinned(ctx: &Ctx, inode: &InodeInfo, first: u64, end: u64) -> Result
     let mut piece = first;
     while piece < end {
         let piece_end = (piece + section).min(end);
-        ctx.space.lock().open_new_section(CursegType::ColdData)?;
         let mut mapper = BlockMapper::new(ctx.nm, inode);
+        let mut opened = false;
         let mut index = piece;
         while index < piece_end {
             if mapper.map(index)? != NEW_ADDR {
@@ -1494,6 +1509,10 @@ fn allocate_pinned(ctx: &Ctx, inode: &InodeInfo, first: u64, end: u64) -> Result
             let mut run_end = index + 1;
             while run_end < piece_end && mapper.map(run_end)? == NEW_ADDR {
                 run_end += 1;
+            }
+            if !opened {
+                ctx.space.lock().open_new_section(CursegType::ColdData)?;
+                opened = true;
             }
             let zeros = vec![0u8; ((run_end - index) as usize) * F2FS_BLKSIZE];
             write_blocks_upto(

@@ -528,9 +528,7 @@ impl SegmentManager {
     pub fn open_new_section(&mut self, log: CursegType) -> Result<()> {
         let per = self.segs_per_sec;
         let cs = &self.cursegs[log as usize];
-        if cs.alloc_type == checkpoint_lfs()
-            && cs.next_blkoff == 0
-            && cs.segno.is_multiple_of(per)
+        if cs.alloc_type == checkpoint_lfs() && cs.next_blkoff == 0 && cs.segno.is_multiple_of(per)
         {
             return Ok(());
         }

@@ -242,7 +242,11 @@ fn pinned_files_get_whole_cold_sections_and_keep_their_addresses() {
     for _ in 0..20 {
         fs.garbage_collect(true).unwrap();
     }
-    assert_eq!(addresses(&fs, ino, blocks), kept, "cleaning moved a pinned block");
+    assert_eq!(
+        addresses(&fs, ino, blocks),
+        kept,
+        "cleaning moved a pinned block"
+    );
     let status = fs.status().unwrap();
     assert!(status.gc.pinned_sections_skipped > 0, "{:?}", status.gc);
     assert!(fs.get_pin_file(ino).unwrap() > 0);
@@ -280,7 +284,10 @@ fn a_write_into_reservations_zeroes_a_chunk_that_later_writes_reuse() {
     // Blocks 64..128 are real and contiguous; the rest stays reserved.
     assert!((64..128).all(|b| addrs[b] != NEW_ADDR));
     assert!(addrs[64..128].windows(2).all(|w| w[1] == w[0] + 1));
-    assert!(addrs[..64].iter().chain(&addrs[128..]).all(|&a| a == NEW_ADDR));
+    assert!(addrs[..64]
+        .iter()
+        .chain(&addrs[128..])
+        .all(|&a| a == NEW_ADDR));
     assert_eq!(fs.inode(ino).unwrap().blocks, blocks_before);
     // A later small fsync'd write in the chunk goes in place.
     fs.write(ino, 100 * BS as u64, &block(6, 1)).unwrap();

@@ -324,11 +324,7 @@ fn run_workload(seed: u64, ops: usize, placement: Placement) -> Run {
 /// in place), and each 4 KiB block of a file either as expected or as
 /// some content the file had after a write (the data a cut may leave
 /// where a block was being rewritten in place).
-fn same_but_in_place(
-    expected: &State,
-    got: &Model,
-    history: &BTreeMap<u32, Vec<Vec<u8>>>,
-) -> bool {
+fn same_but_in_place(expected: &State, got: &Model, history: &BTreeMap<u32, Vec<Vec<u8>>>) -> bool {
     const BS: usize = 4096;
     let block = |c: &[u8], at: usize| -> Vec<u8> {
         let mut b = vec![0u8; BS];

@@ -48,7 +48,11 @@ impl Fs {
         let target = w.reserved_sections + GC_MARGIN_SECTIONS + 1;
         let (policy, max_search, pin_thresh) = {
             let t = w.tunables.lock();
-            (t.victim_policy(true), t.max_victim_search, t.gc_pin_file_thresh)
+            (
+                t.victim_policy(true),
+                t.max_victim_search,
+                t.gc_pin_file_thresh,
+            )
         };
         let mut gc_state = w.gc.lock();
         gc_state.pin_file_thresh = pin_thresh;
@@ -131,7 +135,11 @@ impl Fs {
         self.exclusive(|w| {
             let (policy, max_search, pin_thresh) = {
                 let t = w.tunables.lock();
-                (t.victim_policy(sync), t.max_victim_search, t.gc_pin_file_thresh)
+                (
+                    t.victim_policy(sync),
+                    t.max_victim_search,
+                    t.gc_pin_file_thresh,
+                )
             };
             if !self.room_to_move_locked()? {
                 return Ok(false);

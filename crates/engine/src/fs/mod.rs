@@ -202,7 +202,8 @@ impl DataPolicyCell {
             .store(tunables.serialized_dio_pages, r);
         self.ipu_policy.store(tunables.ipu.bits, r);
         self.min_ipu_util.store(tunables.ipu.min_ipu_util, r);
-        self.min_fsync_blocks.store(tunables.ipu.min_fsync_blocks, r);
+        self.min_fsync_blocks
+            .store(tunables.ipu.min_fsync_blocks, r);
         self.zeroout_blocks.store(tunables.extent_zeroout_len, r);
     }
 
