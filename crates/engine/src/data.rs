@@ -1296,7 +1296,15 @@ pub fn fallocate(ctx: &Ctx, ino: u32, offset: u64, len: u64, mode: FallocMode) -
         })?;
     let bs = F2FS_BLKSIZE as u64;
     let aligned = offset.is_multiple_of(bs) && len.is_multiple_of(bs);
-    // Refusals first, before any conversion changes the file.
+    // Refusals first, before any conversion changes the file. A pinned
+    // file's blocks may be in use by address (swap, OTA files): as f2fs,
+    // only preallocation.
+    if ipu::is_pinned(&inode) && !matches!(mode, FallocMode::Allocate { .. }) {
+        return Err(Error::errno(
+            libc::EOPNOTSUPP,
+            format!("inode {ino}: only preallocation on a pinned file"),
+        ));
+    }
     match mode {
         FallocMode::CollapseRange if !aligned || end >= inode.size => {
             return Err(Error::errno(

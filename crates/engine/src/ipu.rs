@@ -45,8 +45,12 @@ pub mod ipu_bit {
     pub const MAX: u8 = 8;
 }
 
-/// The kernel's defaults (segment.h).
+/// The kernel's defaults (segment.h, super.c's f2fs_tuning_parameters):
+/// FSYNC, but FORCE with HONOR_OPU_WRITE on a main area of at most
+/// `SMALL_VOLUME_SEGMENTS` (16 GiB).
 pub const DEFAULT_IPU_POLICY: u8 = 1 << ipu_bit::FSYNC;
+pub const SMALL_VOLUME_IPU_POLICY: u8 = 1 << ipu_bit::FORCE | 1 << ipu_bit::HONOR_OPU_WRITE;
+pub const SMALL_VOLUME_SEGMENTS: u32 = 16 * 512;
 pub const DEFAULT_MIN_IPU_UTIL: u8 = 70;
 pub const DEFAULT_MIN_FSYNC_BLOCKS: u32 = 8;
 
@@ -60,11 +64,18 @@ pub struct IpuPolicy {
 }
 
 impl IpuPolicy {
-    pub const KERNEL_DEFAULT: IpuPolicy = IpuPolicy {
-        bits: DEFAULT_IPU_POLICY,
-        min_ipu_util: DEFAULT_MIN_IPU_UTIL,
-        min_fsync_blocks: DEFAULT_MIN_FSYNC_BLOCKS,
-    };
+    /// The kernel's defaults for a main area of `main_segments`.
+    pub fn kernel_default(main_segments: u32) -> IpuPolicy {
+        IpuPolicy {
+            bits: if main_segments <= SMALL_VOLUME_SEGMENTS {
+                SMALL_VOLUME_IPU_POLICY
+            } else {
+                DEFAULT_IPU_POLICY
+            },
+            min_ipu_util: DEFAULT_MIN_IPU_UTIL,
+            min_fsync_blocks: DEFAULT_MIN_FSYNC_BLOCKS,
+        }
+    }
 
     fn has(&self, bit: u8) -> bool {
         self.bits & (1 << bit) != 0

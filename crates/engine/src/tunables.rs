@@ -280,7 +280,7 @@ impl Tunables {
             dir_level: 0,
             serialized_dio_pages: DEFAULT_SERIALIZED_DIO_PAGES,
             max_folio_order: MAX_FOLIO_ORDER,
-            ipu: IpuPolicy::KERNEL_DEFAULT,
+            ipu: IpuPolicy::kernel_default(main_segments),
             extent_zeroout_len: DEFAULT_ZEROOUT_BLOCKS,
             gc_pin_file_thresh: DEFAULT_GC_PIN_FILE_THRESH,
         }
@@ -446,7 +446,9 @@ mod tests {
         assert_eq!(t.get("reclaim_segments").unwrap(), 50);
         assert_eq!(Tunables::defaults(1 << 20, 2).reclaim_segments, 4096);
         assert_eq!(t.get("serialized_dio_pages").unwrap(), 64);
-        assert_eq!(t.get("ipu_policy").unwrap(), 16);
+        // FORCE | HONOR_OPU_WRITE up to 16 GiB of main area, FSYNC above.
+        assert_eq!(t.get("ipu_policy").unwrap(), 0x81);
+        assert_eq!(Tunables::defaults(8193, 2).get("ipu_policy").unwrap(), 16);
         assert_eq!(t.get("min_ipu_util").unwrap(), 70);
         assert_eq!(t.get("min_fsync_blocks").unwrap(), 8);
         assert_eq!(t.get("gc_pin_file_thresh").unwrap(), 2048);

@@ -619,6 +619,8 @@ fn fsync_rolls_forward_without_a_checkpoint() {
     let sim = Arc::new(SimDevice::new(fresh_image_of(256 << 20)));
     let fs = Fs::open_writable(Box::new(sim.clone())).unwrap();
     fs.set_tunable("cp_interval", 3600).unwrap();
+    // Out of place: the unsynced rewrite below must not reach the image.
+    fs.set_tunable("ipu_policy", 0).unwrap();
     let d = fs.mkdir(ROOT, b"d", 0o755, 0, 0).unwrap();
     let old = fs.create(d.ino, b"old", 0o644, 0, 0).unwrap();
     fs.write(old.ino, 0, &[7u8; 9000]).unwrap();
@@ -700,6 +702,8 @@ fn every_cut_in_fsyncs_of_a_file_with_direct_nodes() {
     let sim = Arc::new(SimDevice::new(fresh_image_of(96 << 20)));
     let fs = Fs::open_writable(Box::new(sim.clone())).unwrap();
     fs.set_tunable("cp_interval", 3600).unwrap();
+    // Out of place: a cut between a rewrite and its fsync leaves the old state.
+    fs.set_tunable("ipu_policy", 0).unwrap();
     let file = fs.create(ROOT, b"big", 0o644, 0, 0).unwrap();
     let mut content: Vec<u8> = (0..1025 * 4096u32).map(|i| (i / 4096) as u8).collect();
     fs.write(file.ino, 0, &content).unwrap();
