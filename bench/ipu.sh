@@ -11,9 +11,10 @@
 #   ipu      W5 with ipu_policy 0 and 16 (the default, FSYNC)
 #   zeroout  W5 with extent_zeroout_len 0 7 64 256 (ipu_policy default)
 #   w2       W2 with ipu_policy 0 and 16
-#   pinned   W5 on a pinned file: the kit's w5 job run by fio on a file created and
-#            pinned (F2FS_IOC_SET_PIN_FILE) first, so fio's posix_fallocate gives it
-#            real blocks in whole sections
+#   pinned   W5 on a pinned file: the kit's w5 job run by fio on a file created,
+#            pinned (F2FS_IOC_SET_PIN_FILE) and posix_fallocate'd first (real blocks in
+#            whole sections; the preallocation is outside fio's timed run but inside
+#            the device bytes counted)
 #   peers    bench/run.sh compare mode, PEERS="raw ext4 fuse2fs", W5 and W2
 # Per W5 value: IOPS, device bytes written and data blocks written in / out of place
 # during the group (`f2fuse status --json` before and after), extents after (`f2fuse
@@ -51,10 +52,14 @@ pinned_part() {
     dir=$CUR_MNT/w5 json=$OUTDIR/logs/pinned.w5.json
     before=$OUTDIR/logs/pinned.status.before after=$OUTDIR/logs/pinned.status.after
     mkdir -p "$dir"
-    python3 - "$dir/w5.falloc" <<'EOF'
+    # Pinned, then preallocated to the job's size: fio finds the file laid out (a
+    # smaller file it would recreate, unpinned).
+    python3 - "$dir/w5.falloc" "$W5_FILESIZE" <<'EOF'
 import fcntl, os, struct, sys
+size = int(sys.argv[2][:-1]) << {"k": 10, "m": 20, "g": 30}[sys.argv[2][-1].lower()]
 fd = os.open(sys.argv[1], os.O_CREAT | os.O_RDWR, 0o644)
 fcntl.ioctl(fd, 0x4004F50D, struct.pack("I", 1))  # F2FS_IOC_SET_PIN_FILE
+os.posix_fallocate(fd, 0, size)
 os.close(fd)
 EOF
     "$F2FUSE" status "$CUR_MNT" --json > "$before"

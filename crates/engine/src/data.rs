@@ -720,14 +720,24 @@ fn place_blocks(
 /// Writes the data of `placed` (consecutive blocks of `data` from its
 /// start), one device request per run of consecutive addresses.
 fn write_placed(ctx: &Ctx, inode: &InodeInfo, placed: &[PlacedBlock], data: &[u8]) -> Result<()> {
+    let in_place = |p: &PlacedBlock| p.new == p.old;
     let mut from = 0;
     while from < placed.len() {
         let mut to = from + 1;
-        while to < placed.len() && placed[to].new == placed[to - 1].new + 1 {
+        while to < placed.len()
+            && placed[to].new == placed[to - 1].new + 1
+            && in_place(&placed[to]) == in_place(&placed[from])
+        {
             to += 1;
         }
+        // Counted apart: fsync needs to know whether new addresses were written.
+        let kind = if in_place(&placed[from]) {
+            IoKind::InPlaceData
+        } else {
+            data_kind(inode)
+        };
         ctx.dev.write_blocks(
-            data_kind(inode),
+            kind,
             placed[from].new as u64,
             &data[from * F2FS_BLKSIZE..to * F2FS_BLKSIZE],
         )?;

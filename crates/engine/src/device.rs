@@ -40,15 +40,19 @@ pub enum IoKind {
     Meta,
     /// Data blocks read and rewritten by cleaning.
     GcData,
+    /// File data rewritten at its own address (in-place updates): no node
+    /// points anywhere new because of it.
+    InPlaceData,
 }
 
 impl IoKind {
-    pub const ALL: [IoKind; 5] = [
+    pub const ALL: [IoKind; 6] = [
         IoKind::UserData,
         IoKind::DirData,
         IoKind::Node,
         IoKind::Meta,
         IoKind::GcData,
+        IoKind::InPlaceData,
     ];
 
     pub fn name(self) -> &'static str {
@@ -58,6 +62,7 @@ impl IoKind {
             IoKind::Node => "node",
             IoKind::Meta => "meta",
             IoKind::GcData => "gc data",
+            IoKind::InPlaceData => "data in place",
         }
     }
 }
@@ -89,6 +94,15 @@ impl IoStats {
 
     pub fn total_written(&self) -> u64 {
         self.written.iter().sum()
+    }
+
+    /// Data bytes written to new addresses (all data but in-place rewrites):
+    /// what a node written later may point at.
+    pub fn data_written_out_of_place(&self) -> u64 {
+        [IoKind::UserData, IoKind::DirData, IoKind::GcData]
+            .iter()
+            .map(|&k| self.written_of(k))
+            .sum()
     }
 }
 

@@ -5,6 +5,7 @@
 mod support;
 
 use f2fuse_engine::data::BlockMapper;
+use f2fuse_engine::device::IoKind;
 use f2fuse_engine::fs::SetAttr;
 use f2fuse_engine::mkfs::{format_path, MkfsOptions};
 use f2fuse_engine::{FallocMode, Fs, OpenOptions};
@@ -312,5 +313,31 @@ fn a_write_into_reservations_zeroes_a_chunk_that_later_writes_reuse() {
     fs.write(ino, 200 * BS as u64, &block(7, 1)).unwrap();
     let addrs = addresses(&fs, ino, 256);
     assert!(addrs[199] == NEW_ADDR && addrs[201] == NEW_ADDR && addrs[200] != NEW_ADDR);
+    finish(fs, &img);
+}
+
+#[test]
+fn an_fsync_after_rewrites_in_place_flushes_once() {
+    if !require_f2fs_tools() {
+        return;
+    }
+    let scratch = Scratch::new("ipu-flush");
+    let img = new_image(&scratch, 64 << 20);
+    let fs = open(&img, &[("ipu_policy", 1)]);
+    let ino = synced_file(&fs, b"f", 8);
+    let flushes = |fs: &Fs| fs.status().unwrap().io.flushes;
+    let fsync_flushes = |fs: &Fs| {
+        let before = flushes(fs);
+        fs.fsync(ino).unwrap();
+        flushes(fs) - before
+    };
+    // In place only: the nodes point at blocks already valid, one flush.
+    fs.write(ino, 0, &block(2, 2)).unwrap();
+    assert_eq!(fsync_flushes(&fs), 1);
+    let status = fs.status().unwrap();
+    assert_eq!(status.io.written_of(IoKind::InPlaceData), 2 * BS as u64);
+    // A new block: its data is flushed before the node that points at it.
+    fs.write(ino, 20 * BS as u64, &block(3, 1)).unwrap();
+    assert_eq!(fsync_flushes(&fs), 2);
     finish(fs, &img);
 }

@@ -77,7 +77,7 @@ use locks::{InodeGuard, Locks, Mode, RangeGuard};
 use parking_lot::{Mutex, RwLock, RwLockReadGuard};
 use std::collections::{BTreeSet, HashMap};
 use std::ops::Range;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -139,6 +139,9 @@ struct Writer {
     /// Blocks written per file since its last fsync (the FSYNC in-place
     /// policy); emptied at checkpoints, so it holds only files written since.
     unsynced_blocks: Mutex<HashMap<u32, u64>>,
+    /// Data bytes written to new addresses (`IoStats::data_written_out_of_place`)
+    /// known to be on the disk: a flush began after they were written.
+    durable_data_written: AtomicU64,
     /// Set after an error that may have left the in-memory state ahead of the
     /// disk: no further checkpoint may be written.
     failed: AtomicBool,

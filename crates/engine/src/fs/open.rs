@@ -21,7 +21,7 @@ use f2fuse_layout::*;
 use parking_lot::{Mutex, RwLock, RwLockReadGuard};
 use std::collections::{BTreeSet, HashMap};
 use std::path::Path;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -174,6 +174,7 @@ impl Fs {
             need_checkpoint: AtomicBool::new(false),
             open_counts: Mutex::new(HashMap::new()),
             unsynced_blocks: Mutex::new(HashMap::new()),
+            durable_data_written: AtomicU64::new(0),
             failed: AtomicBool::new(false),
             last_checkpoint: Mutex::new(Duration::ZERO),
             clock: Clock {

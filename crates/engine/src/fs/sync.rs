@@ -84,12 +84,31 @@ impl Fs {
             return self.dev.flush();
         };
         let dent = self.nm.needs_dentry_mark(ino);
-        // A node must never reach the disk before the data it points at.
-        self.dev.flush()?;
+        // A node must never reach the disk before the data it points at. If
+        // no data went to a new address since the last flush, the nodes can
+        // only point at blocks on the disk already or rewritten in place
+        // (whose address was valid before): one flush serves data and nodes.
+        if self.dev.io_stats().data_written_out_of_place()
+            != w.durable_data_written.load(Ordering::Acquire)
+        {
+            self.flush_recording_data()?;
+        }
         let stamp = self.node_stamp(&self.cp.read());
         self.nm
             .write_nodes(&w.space, stamp, nodes, NodeMarks::Fsync { dent })?;
-        self.dev.flush()
+        self.flush_recording_data()
+    }
+
+    /// Flushes the device and records how much data written to new
+    /// addresses is now durable: what was written when the flush began
+    /// (a write's node is published only after its data write returned).
+    fn flush_recording_data(&self) -> Result<()> {
+        let written = self.dev.io_stats().data_written_out_of_place();
+        self.dev.flush()?;
+        self.writer()
+            .durable_data_written
+            .fetch_max(written, Ordering::AcqRel);
+        Ok(())
     }
 
     /// Clears LOST_PINO when the inode's one name is again the one its
