@@ -64,12 +64,15 @@ def gc_delta(before_path, after_path):
     for p, v in parts.items():
         if v is not None:
             out.append(("gc_" + p, v, "count"))
-    # Device bytes written and data blocks written in / out of place (all logs).
-    for name, unit in (("total_written", "bytes"), ("data_in_place", "blocks"),
-                       ("data_out_of_place", "blocks")):
-        v = pick(delta, (name,))
+    # Device bytes written, and data blocks written in / out of place summed over the logs.
+    v = pick(delta, ("total_written",))
+    if v is not None:
+        out.append(("device_bytes_written", v, "bytes"))
+    for name in ("data_in_place", "data_out_of_place"):
+        per_log = {k: v for k, v in delta.items() if k.startswith("logs.")}
+        v = pick(per_log, (name,))
         if v is not None:
-            out.append(("device_bytes_written" if name == "total_written" else name, v, unit))
+            out.append((name, v, "blocks"))
     for m, v, u in out:
         print(f"{m},{v},{u}")
 

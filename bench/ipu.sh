@@ -8,12 +8,13 @@
 #   PARTS="pinned" bench/ipu.sh        one part: ipu zeroout w2 pinned peers
 #
 # Parts (each a fresh f2fuse image per value, through bench/run.sh --policy):
-#   ipu      W5 with ipu_policy 0 and 16 (the default, FSYNC)
+#   ipu      W5 with ipu_policy 0, 16 (FSYNC, the default above 16 GiB) and 129 (FORCE |
+#            HONOR_OPU_WRITE, the default up to 16 GiB: IMG_SIZE 1G)
 #   zeroout  W5 with extent_zeroout_len 0 7 64 256 (ipu_policy default)
-#   w2       W2 with ipu_policy 0 and 16
+#   w2       W2 with ipu_policy 0, 16 and 129
 #   pinned   W5 on a pinned file: the kit's w5 job run by fio on a file created,
 #            pinned (F2FS_IOC_SET_PIN_FILE) and posix_fallocate'd first (real blocks in
-#            whole sections; the preallocation is outside fio's timed run but inside
+#            whole sections, zeroed: 128 MiB written outside fio's timed run and outside
 #            the device bytes counted)
 #   peers    bench/run.sh compare mode, PEERS="raw ext4 fuse2fs", W5 and W2
 # Per W5 value: IOPS, device bytes written and data blocks written in / out of place
@@ -80,9 +81,9 @@ EOF
 
 for part in $PARTS; do
     case $part in
-        ipu) policy ipu W5 ipu_policy=0,16 ;;
+        ipu) policy ipu W5 ipu_policy=0,16,129 ;;
         zeroout) policy zeroout W5 extent_zeroout_len=0,7,64,256 ;;
-        w2) policy w2 W2 ipu_policy=0,16 ;;
+        w2) policy w2 W2 ipu_policy=0,16,129 ;;
         pinned) pinned_part ;;
         peers) OUTDIR=$OUTDIR/peers PEERS="raw ext4 fuse2fs" WORKLOADS="w5 w2" REPEAT="" \
             "$HERE/run.sh" ;;

@@ -523,25 +523,36 @@ pub fn write_blocks(
     data: &[u8],
     log: CursegType,
 ) -> Result<u64> {
+    let target = Target {
+        log,
+        in_place: false,
+    };
     write_blocks_upto(
         ctx,
         inode,
         first,
         data,
-        log,
+        target,
         DataPolicy::default(),
-        false,
         &|| (),
     )
     .map_err(|(_, e)| e)
+}
+
+/// Where a write's blocks go: `log` for blocks given new addresses; with
+/// `in_place`, blocks that have an address keep it and are overwritten
+/// there (`ipu`).
+#[derive(Debug, Clone, Copy)]
+pub struct Target {
+    pub log: CursegType,
+    pub in_place: bool,
 }
 
 /// [`write_blocks`], but a failure also says how many leading blocks were
 /// written: those are fully in place (data on disk, counted in i_blocks),
 /// the others untouched. `policy` says how many blocks one allocation
 /// step takes (all of a serialized write: one contiguous run);
-/// `in_place`: blocks that have an address keep it and are overwritten
-/// there (`ipu`); `allocated` is called once every block has its address.
+/// `allocated` is called once every block has its address.
 ///
 /// Blocks are allocated first, their data written, and only then do the
 /// nodes point at them (one guarded change per node), so a concurrent
@@ -552,9 +563,8 @@ pub fn write_blocks_upto(
     inode: &InodeInfo,
     first: u64,
     data: &[u8],
-    log: CursegType,
+    target: Target,
     policy: DataPolicy,
-    in_place: bool,
     allocated: &dyn Fn(),
 ) -> std::result::Result<u64, (usize, Error)> {
     debug_assert!(data.len().is_multiple_of(F2FS_BLKSIZE));
@@ -563,7 +573,7 @@ pub fn write_blocks_upto(
     let placing = map_slots(ctx, inode, first, count).and_then(|slots| {
         slots
             .chunks(policy.allocation_step(count))
-            .try_for_each(|step| place_blocks(ctx, step, log, in_place, &mut placed))
+            .try_for_each(|step| place_blocks(ctx, step, target, &mut placed))
     });
     allocated();
     let done = placed.len();
@@ -629,7 +639,11 @@ pub fn write_unpublished_blocks(
     let mut placed: Vec<PlacedBlock> = Vec::with_capacity(blocks.len());
     let written = blocks.iter().try_for_each(|(&index, data)| {
         let slot = addr_slot(ctx, inode, index, true)?.expect("created");
-        place_blocks(ctx, &[(slot, NULL_ADDR)], log, false, &mut placed)?;
+        let target = Target {
+            log,
+            in_place: false,
+        };
+        place_blocks(ctx, &[(slot, NULL_ADDR)], target, &mut placed)?;
         let new = placed.last().expect("just placed").new;
         ctx.dev.write_blocks(data_kind(inode), new as u64, data)
     });
@@ -658,16 +672,16 @@ struct PlacedBlock {
 /// Allocates new addresses for `slots` (each with the address it holds;
 /// a hole's block is counted as used) in one hold of the space lock, so
 /// they are consecutive in `log` unless it moves to another segment; the
-/// slots are not changed yet. With `in_place`, a slot holding a block
-/// keeps it. When the space for all the holes is not there, blocks are
+/// slots are not changed yet. With `target.in_place`, a slot holding a
+/// block keeps it. When the space for all the holes is not there, blocks are
 /// placed one by one until it runs out.
 fn place_blocks(
     ctx: &Ctx,
     slots: &[(AddrSlot, u32)],
-    log: CursegType,
-    in_place: bool,
+    target: Target,
     placed: &mut Vec<PlacedBlock>,
 ) -> Result<()> {
+    let Target { log, in_place } = target;
     // Summaries need each node's NAT version; the NAT is not read under the space lock.
     let mut versions = Vec::with_capacity(slots.len());
     let mut last: Option<(u32, u8)> = None;
@@ -859,17 +873,11 @@ pub fn write_data(
             fsync_bound: policy.fsync_bound,
         }
     });
-    let in_place = ipu::should_update_in_place(&inode, policy.ipu, state.unwrap_or_default());
-    match write_blocks_upto(
-        ctx,
-        &inode,
-        chunk.start,
-        blocks,
-        data_log(&inode),
-        policy,
-        in_place,
-        allocated,
-    ) {
+    let target = Target {
+        log: data_log(&inode),
+        in_place: ipu::should_update_in_place(&inode, policy.ipu, state.unwrap_or_default()),
+    };
+    match write_blocks_upto(ctx, &inode, chunk.start, blocks, target, policy, allocated) {
         Ok(_) => {
             finish_write(ctx, ino, end)?;
             Ok(data.len())
@@ -1533,17 +1541,12 @@ fn allocate_pinned(ctx: &Ctx, inode: &InodeInfo, first: u64, end: u64) -> Result
                 opened = true;
             }
             let zeros = vec![0u8; ((run_end - index) as usize) * F2FS_BLKSIZE];
-            write_blocks_upto(
-                ctx,
-                inode,
-                index,
-                &zeros,
-                CursegType::ColdData,
-                policy,
-                false,
-                &|| (),
-            )
-            .map_err(|(_, e)| e)?;
+            let target = Target {
+                log: CursegType::ColdData,
+                in_place: false,
+            };
+            write_blocks_upto(ctx, inode, index, &zeros, target, policy, &|| ())
+                .map_err(|(_, e)| e)?;
             mapper = BlockMapper::new(ctx.nm, inode);
             index = run_end;
         }

@@ -373,7 +373,7 @@ fn json_key(kind: IoKind) -> &'static str {
         IoKind::Node => "node",
         IoKind::Meta => "meta",
         IoKind::GcData => "gc_data",
-        IoKind::InPlaceData => "data_in_place",
+        IoKind::InPlaceData => "in_place_data",
     }
 }
 
