@@ -49,6 +49,7 @@ pinned_part() {
     source "$HERE/peers.sh"
     cleanup_on_exit
     echo "label,workload,metric,value,unit" > "$csv"
+    mkdir -p "$SCRATCH"  # run.sh removes it when it is empty
     setup_f2fuse pinned || { echo "bench/ipu.sh: mount failed" >&2; return 1; }
     dir=$CUR_MNT/w5 json=$OUTDIR/logs/pinned.w5.json
     before=$OUTDIR/logs/pinned.status.before after=$OUTDIR/logs/pinned.status.after

@@ -81,7 +81,7 @@ impl Fs {
         let _order = lock_order::acquire(Level::Chain, 0, false);
         let _chain = w.chain_lock.lock();
         let Some(nodes) = self.nm.fsync_nodes_of(ino)? else {
-            return self.dev.flush();
+            return self.flush_recording_data();
         };
         let dent = self.nm.needs_dentry_mark(ino);
         // A node must never reach the disk before the data it points at. If
