@@ -523,10 +523,7 @@ pub fn write_blocks(
     data: &[u8],
     log: CursegType,
 ) -> Result<u64> {
-    let target = Target {
-        log,
-        in_place: false,
-    };
+    let target = Target::out_of_place(log);
     write_blocks_upto(
         ctx,
         inode,
@@ -546,6 +543,16 @@ pub fn write_blocks(
 pub struct Target {
     pub log: CursegType,
     pub in_place: bool,
+}
+
+impl Target {
+    /// Every block to a new address in `log`.
+    pub fn out_of_place(log: CursegType) -> Target {
+        Target {
+            log,
+            in_place: false,
+        }
+    }
 }
 
 /// [`write_blocks`], but a failure also says how many leading blocks were
@@ -639,11 +646,12 @@ pub fn write_unpublished_blocks(
     let mut placed: Vec<PlacedBlock> = Vec::with_capacity(blocks.len());
     let written = blocks.iter().try_for_each(|(&index, data)| {
         let slot = addr_slot(ctx, inode, index, true)?.expect("created");
-        let target = Target {
-            log,
-            in_place: false,
-        };
-        place_blocks(ctx, &[(slot, NULL_ADDR)], target, &mut placed)?;
+        place_blocks(
+            ctx,
+            &[(slot, NULL_ADDR)],
+            Target::out_of_place(log),
+            &mut placed,
+        )?;
         let new = placed.last().expect("just placed").new;
         ctx.dev.write_blocks(data_kind(inode), new as u64, data)
     });
@@ -1541,10 +1549,7 @@ fn allocate_pinned(ctx: &Ctx, inode: &InodeInfo, first: u64, end: u64) -> Result
                 opened = true;
             }
             let zeros = vec![0u8; ((run_end - index) as usize) * F2FS_BLKSIZE];
-            let target = Target {
-                log: CursegType::ColdData,
-                in_place: false,
-            };
+            let target = Target::out_of_place(CursegType::ColdData);
             write_blocks_upto(ctx, inode, index, &zeros, target, policy, &|| ())
                 .map_err(|(_, e)| e)?;
             mapper = BlockMapper::new(ctx.nm, inode);
