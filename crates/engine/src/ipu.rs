@@ -105,7 +105,9 @@ pub fn is_pinned(inode: &InodeInfo) -> bool {
 
 /// The kernel's f2fs_should_update_outplace: files whose rewrites always
 /// go to the log head (the kernel's other cases, LFS mode, atomic writes,
-/// quota files, GC'ed pages, do not arise here).
+/// quota files, GC'ed pages, do not arise here). Compressed files too:
+/// their clusters are rewritten whole, out of place (the kernel may
+/// rewrite a raw cluster in place).
 pub fn must_update_out_of_place(inode: &InodeInfo) -> bool {
     inode.kind != FileKind::Regular || inode.compression.is_some()
 }
