@@ -96,13 +96,11 @@ impl IoStats {
         self.written.iter().sum()
     }
 
-    /// Data bytes written to new addresses (all data but in-place rewrites):
-    /// what a node written later may point at.
-    pub fn data_written_out_of_place(&self) -> u64 {
-        [IoKind::UserData, IoKind::DirData, IoKind::GcData]
-            .iter()
-            .map(|&k| self.written_of(k))
-            .sum()
+    /// Bytes written other than data rewritten in place: data at new
+    /// addresses (which a node written later may point at), nodes (an fsync
+    /// chain follows the node log through them) and metadata.
+    pub fn written_but_in_place(&self) -> u64 {
+        self.total_written() - self.written_of(IoKind::InPlaceData)
     }
 }
 

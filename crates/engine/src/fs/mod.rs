@@ -139,9 +139,9 @@ struct Writer {
     /// Blocks written per file since its last fsync (the FSYNC in-place
     /// policy); emptied at checkpoints, so it holds only files written since.
     unsynced_blocks: Mutex<HashMap<u32, u64>>,
-    /// Data bytes written to new addresses (`IoStats::data_written_out_of_place`)
+    /// Bytes written other than in-place data (`IoStats::written_but_in_place`)
     /// known to be on the disk: a flush began after they were written.
-    durable_data_written: AtomicU64,
+    durable_written: AtomicU64,
     /// Set after an error that may have left the in-memory state ahead of the
     /// disk: no further checkpoint may be written.
     failed: AtomicBool,

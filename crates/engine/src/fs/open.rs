@@ -174,7 +174,7 @@ impl Fs {
             need_checkpoint: AtomicBool::new(false),
             open_counts: Mutex::new(HashMap::new()),
             unsynced_blocks: Mutex::new(HashMap::new()),
-            durable_data_written: AtomicU64::new(0),
+            durable_written: AtomicU64::new(0),
             failed: AtomicBool::new(false),
             last_checkpoint: Mutex::new(Duration::ZERO),
             clock: Clock {

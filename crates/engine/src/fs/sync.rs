@@ -81,32 +81,31 @@ impl Fs {
         let _order = lock_order::acquire(Level::Chain, 0, false);
         let _chain = w.chain_lock.lock();
         let Some(nodes) = self.nm.fsync_nodes_of(ino)? else {
-            return self.flush_recording_data();
+            return self.flush_recording();
         };
         let dent = self.nm.needs_dentry_mark(ino);
-        // A node must never reach the disk before the data it points at. If
-        // no data went to a new address since the last flush, the nodes can
+        // A node must never reach the disk before the data it points at, nor
+        // before the node log blocks recovery walks to reach it. If nothing
+        // but in-place data was written since the last flush, the nodes can
         // only point at blocks on the disk already or rewritten in place
         // (whose address was valid before): one flush serves data and nodes.
-        if self.dev.io_stats().data_written_out_of_place()
-            != w.durable_data_written.load(Ordering::Acquire)
-        {
-            self.flush_recording_data()?;
+        if self.dev.io_stats().written_but_in_place() != w.durable_written.load(Ordering::Acquire) {
+            self.flush_recording()?;
         }
         let stamp = self.node_stamp(&self.cp.read());
         self.nm
             .write_nodes(&w.space, stamp, nodes, NodeMarks::Fsync { dent })?;
-        self.flush_recording_data()
+        self.flush_recording()
     }
 
-    /// Flushes the device and records how much data written to new
-    /// addresses is now durable: what was written when the flush began
-    /// (a write's node is published only after its data write returned).
-    fn flush_recording_data(&self) -> Result<()> {
-        let written = self.dev.io_stats().data_written_out_of_place();
+    /// Flushes the device and records how much of what is not in-place
+    /// data is now durable: what was written when the flush began (a
+    /// write's node is published only after its data write returned).
+    fn flush_recording(&self) -> Result<()> {
+        let written = self.dev.io_stats().written_but_in_place();
         self.dev.flush()?;
         self.writer()
-            .durable_data_written
+            .durable_written
             .fetch_max(written, Ordering::AcqRel);
         Ok(())
     }
