@@ -4,7 +4,8 @@
   f2fuse_counters.py gc-delta BEFORE.json AFTER.json
       two `f2fuse status MNT --json` snapshots -> cleaning work done between them:
       gc_runs, gc_blocks_moved and, when present, their parts (gc_foreground_runs,
-      gc_background_runs, gc_data_blocks_moved, gc_node_blocks_moved, gc_sections_cleaned)
+      gc_background_runs, gc_data_blocks_moved, gc_node_blocks_moved, gc_sections_cleaned),
+      device_bytes_written, data_in_place and data_out_of_place (blocks, all logs)
   f2fuse_counters.py extent-count FILE
       the output of `f2fuse extents MNT PATH` -> one number (or NA)
 
@@ -63,6 +64,15 @@ def gc_delta(before_path, after_path):
     for p, v in parts.items():
         if v is not None:
             out.append(("gc_" + p, v, "count"))
+    # Device bytes written, and data blocks written in / out of place summed over the logs.
+    v = pick(delta, ("total_written",))
+    if v is not None:
+        out.append(("device_bytes_written", v, "bytes"))
+    for name in ("data_in_place", "data_out_of_place"):
+        per_log = {k: v for k, v in delta.items() if k.startswith("logs.")}
+        v = pick(per_log, (name,))
+        if v is not None:
+            out.append((name, v, "blocks"))
     for m, v, u in out:
         print(f"{m},{v},{u}")
 

@@ -32,7 +32,12 @@ EXTRA_ROWS = [("w2", "rewrite_s", "W2 4k sync rewrites, time s"),
 POLICY_COLUMNS = {
     "w2": [("rewrite_ops", "rewrites"), ("rewrite_s", "rewrite s"), ("rewrite_iops", "rewrite IOPS"), ("rewrite_p50_ms", "p50 ms"),
            ("rewrite_p99_ms", "p99 ms"), ("rewrite_max_ms", "max ms"), ("fill_files_per_s", "fill files/s"),
-           ("gc_runs", "GC runs"), ("gc_blocks_moved", "blocks moved")],
+           ("gc_runs", "GC runs"), ("gc_blocks_moved", "blocks moved"),
+           ("data_in_place", "blocks in place"), ("data_out_of_place", "blocks out of place"),
+           ("device_bytes_written", "device bytes written")],
+    "w5": [("write_iops", "IOPS"), ("device_bytes_written", "device bytes written"),
+           ("data_in_place", "blocks in place"), ("data_out_of_place", "blocks out of place"),
+           ("extents", "extents after"), ("gc_blocks_moved", "GC blocks moved")],
 }
 
 

@@ -72,6 +72,9 @@ struct Mount {
 }
 
 impl Mount {
+    /// The model follows the kernel's f2fs block by block (SEEK_DATA and
+    /// SEEK_HOLE around reservations), so writes do not zero out the
+    /// reserved blocks around them (`extent_zeroout_len`, f2fuse's own).
     fn new(img: &Path, mnt: &Path) -> Mount {
         fs::create_dir_all(mnt).unwrap();
         f2fuse(&[
@@ -79,7 +82,7 @@ impl Mount {
             img.as_os_str(),
             mnt.as_os_str(),
             "-o".as_ref(),
-            "default_permissions".as_ref(),
+            "default_permissions,extent_zeroout_len=0".as_ref(),
         ]);
         Mount {
             img: img.to_path_buf(),

@@ -1192,7 +1192,9 @@ fn casefolded_directory_through_mount() {
 /// F2FS's compression ioctls by number (include/uapi/linux/f2fs.h), on
 /// `file`, with `arg` pointing at the argument (null for none).
 fn f2fs_ioctl(file: &fs::File, nr: u8, arg: *mut libc::c_void) -> std::io::Result<()> {
-    const COMMANDS: [(u8, libc::c_ulong); 7] = [
+    const COMMANDS: [(u8, libc::c_ulong); 9] = [
+        (13, 0x4004_f50d), // SET_PIN_FILE, in u32
+        (14, 0x8004_f50e), // GET_PIN_FILE, out u32
         (17, 0x8008_f511), // GET_COMPRESS_BLOCKS, out u64
         (18, 0x8008_f512), // RELEASE_COMPRESS_BLOCKS, out u64
         (19, 0x8008_f513), // RESERVE_COMPRESS_BLOCKS, out u64
@@ -1268,6 +1270,62 @@ fn compression_ioctls_through_mount() {
     assert!(back == data);
     let c = fs.inode(ino).unwrap().compression.unwrap();
     assert_eq!((c.algorithm as u8, c.log_cluster_size), (2, 4));
+}
+
+#[test]
+fn pin_ioctls_through_mount() {
+    if !fuse_available() || !require_f2fs_tools() {
+        return;
+    }
+    let scratch = Scratch::new("mount-pin");
+    let img = scratch.join("img");
+    f2fuse_mkfs(&img, "128M");
+    let m = Mount::new(&img, &scratch.join("mnt"), "");
+    let file = fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(m.path("swap"))
+        .unwrap();
+    let mut pin = 1u32;
+    f2fs_ioctl(&file, 13, (&mut pin as *mut u32).cast()).unwrap();
+    let mut failures = 99u32;
+    f2fs_ioctl(&file, 14, (&mut failures as *mut u32).cast()).unwrap();
+    assert_eq!(failures, 0, "pinned, never in the cleaner's way");
+    let mut flags = 0 as libc::c_long;
+    // SAFETY: the fd is open; FS_IOC_GETFLAGS writes an int.
+    assert_eq!(
+        unsafe { libc::ioctl(file.as_raw_fd(), libc::FS_IOC_GETFLAGS, &mut flags) },
+        0
+    );
+    assert_ne!(flags as u32 & 0x0080_0000, 0, "NOCOW shows the pin");
+    // SAFETY: the fd is open.
+    assert_eq!(
+        unsafe { libc::posix_fallocate(file.as_raw_fd(), 0, 1 << 20) },
+        0
+    );
+    file.write_all_at(&[7u8; 8192], 40960).unwrap();
+    file.sync_all().unwrap();
+    let dir_path = m.path("d");
+    fs::create_dir(&dir_path).unwrap();
+    let dir = fs::File::open(&dir_path).unwrap();
+    let err = f2fs_ioctl(&dir, 13, (&mut pin as *mut u32).cast()).unwrap_err();
+    assert_eq!(err.raw_os_error(), Some(libc::EINVAL));
+    drop((file, dir));
+    m.unmount();
+    fsck_clean(&img, "pinned file through the mount");
+    let fs = engine(&img);
+    let ino = fs.resolve("/swap").unwrap().ino;
+    assert!(fs.is_pinned(ino).unwrap());
+    // Real blocks, one run: the pinned preallocation took a whole section.
+    let extents = fs.file_extents("/swap").unwrap().extents;
+    assert_eq!(extents.len(), 1, "{extents:?}");
+    assert_eq!(extents[0].len, 256);
+    let mut back = vec![0u8; 1 << 20];
+    assert_eq!(fs.read_ino(ino, 0, &mut back).unwrap(), 1 << 20);
+    assert!(back[40960..49152].iter().all(|&b| b == 7));
+    assert!(back[..40960].iter().chain(&back[49152..]).all(|&b| b == 0));
 }
 
 /// With the write-back cache the kernel keeps mtime and ctime of writes
@@ -1429,7 +1487,12 @@ fn tune_through_the_control_channel() {
     // Bad mount options are refused before anything is mounted.
     let mnt = scratch.join("mnt");
     fs::create_dir_all(&mnt).unwrap();
-    for bad in ["gc_urgent=9", "max_victim_search=0", "ipu_policy=1"] {
+    for bad in [
+        "gc_urgent=9",
+        "max_victim_search=0",
+        "ipu_policy=256",
+        "discard_granularity=1",
+    ] {
         let out = f2fuse(&[
             "mount".as_ref(),
             img.as_os_str(),
@@ -1466,7 +1529,8 @@ fn tune_through_the_control_channel() {
     // The new value takes effect: a directory made now gets hash level 2.
     fs::create_dir(m.path("leveled")).unwrap();
     for (setting, expect) in [
-        ("ipu_policy", "unknown tunable"),
+        ("discard_granularity", "unknown tunable"),
+        ("ipu_policy=256", "out of range"),
         ("gc_urgent=4", "out of range"),
         ("dir_level=x", "not a non-negative integer"),
     ] {

@@ -6,9 +6,11 @@ use crate::error::{Error, Result};
 use crate::extent_cache::CachedExtent;
 use crate::inline;
 use crate::inode::InodeInfo;
+use crate::ipu::{self, IpuPolicy, WriteState};
 use crate::node::{NodeExpect, NodeManager};
 use f2fuse_layout::node::{block_path, node_slot, AddrCounts, BlockPath};
 use f2fuse_layout::*;
+use std::ops::Range;
 
 /// Maps file block indexes of one inode, keeping the last node read at each
 /// level so sequential lookups read every node once.
@@ -155,14 +157,21 @@ fn is_unwritten(addr: u32) -> bool {
     addr == NULL_ADDR || addr == NEW_ADDR
 }
 
+/// Whether a stored address names a block (not a hole, reservation or
+/// compressed-cluster marker).
+fn is_block(addr: u32) -> bool {
+    !matches!(addr, NULL_ADDR | NEW_ADDR | COMPRESS_ADDR)
+}
+
 /// The kernel's default for `serialized_dio_pages` (blocks).
 pub const DEFAULT_SERIALIZED_DIO_PAGES: u32 = 64;
 /// Largest `max_folio_order`, and its default: 512-block (2 MiB) units,
 /// the kernel's MAX_PAGECACHE_ORDER on x86-64.
 pub const MAX_FOLIO_ORDER: u8 = 9;
 
-/// How the data path groups blocks: the `max_folio_order` and
-/// `serialized_dio_pages` tunables.
+/// How the data path groups and places blocks: the `max_folio_order`,
+/// `serialized_dio_pages`, in-place update and `extent_zeroout_len`
+/// tunables, and what the facade knows about one write.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DataPolicy {
     /// Blocks per unit, 2^max_folio_order: the most one step maps, reads
@@ -172,6 +181,15 @@ pub struct DataPolicy {
     /// A write of at least this many blocks allocates all of them in one
     /// step, so they are contiguous in their log (0: never).
     pub serialize_from: u64,
+    /// When rewrites go in place (`ipu`); None: never (f2fuse's internal
+    /// rewrites).
+    pub ipu: Option<IpuPolicy>,
+    /// A write into reserved (NEW_ADDR) blocks also writes zeros to the
+    /// reserved blocks around it, up to this many blocks aligned to it,
+    /// so later writes there find real blocks (0: off).
+    pub zeroout_blocks: u64,
+    /// The write is small between two fsyncs (see `ipu::WriteState`).
+    pub fsync_bound: bool,
 }
 
 impl Default for DataPolicy {
@@ -185,6 +203,9 @@ impl DataPolicy {
         DataPolicy {
             unit_blocks: 1 << max_folio_order.min(MAX_FOLIO_ORDER),
             serialize_from: serialized_dio_pages as u64,
+            ipu: None,
+            zeroout_blocks: 0,
+            fsync_bound: false,
         }
     }
 
@@ -503,8 +524,36 @@ pub fn write_blocks(
     data: &[u8],
     log: CursegType,
 ) -> Result<u64> {
-    write_blocks_upto(ctx, inode, first, data, log, DataPolicy::default(), &|| ())
-        .map_err(|(_, e)| e)
+    let target = Target::out_of_place(log);
+    write_blocks_upto(
+        ctx,
+        inode,
+        first,
+        data,
+        target,
+        DataPolicy::default(),
+        &|| (),
+    )
+    .map_err(|(_, e)| e)
+}
+
+/// Where a write's blocks go: `log` for blocks given new addresses; with
+/// `in_place`, blocks that have an address keep it and are overwritten
+/// there (`ipu`).
+#[derive(Debug, Clone, Copy)]
+pub struct Target {
+    pub log: CursegType,
+    pub in_place: bool,
+}
+
+impl Target {
+    /// Every block to a new address in `log`.
+    pub fn out_of_place(log: CursegType) -> Target {
+        Target {
+            log,
+            in_place: false,
+        }
+    }
 }
 
 /// [`write_blocks`], but a failure also says how many leading blocks were
@@ -522,7 +571,7 @@ pub fn write_blocks_upto(
     inode: &InodeInfo,
     first: u64,
     data: &[u8],
-    log: CursegType,
+    target: Target,
     policy: DataPolicy,
     allocated: &dyn Fn(),
 ) -> std::result::Result<u64, (usize, Error)> {
@@ -532,7 +581,7 @@ pub fn write_blocks_upto(
     let placing = map_slots(ctx, inode, first, count).and_then(|slots| {
         slots
             .chunks(policy.allocation_step(count))
-            .try_for_each(|step| place_blocks(ctx, inode, step, log, &mut placed))
+            .try_for_each(|step| place_blocks(ctx, inode, step, target, &mut placed))
     });
     allocated();
     let done = placed.len();
@@ -598,7 +647,13 @@ pub fn write_unpublished_blocks(
     let mut placed: Vec<PlacedBlock> = Vec::with_capacity(blocks.len());
     let written = blocks.iter().try_for_each(|(&index, data)| {
         let slot = addr_slot(ctx, inode, index, true)?.expect("created");
-        place_blocks(ctx, inode, &[(slot, NULL_ADDR)], log, &mut placed)?;
+        place_blocks(
+            ctx,
+            inode,
+            &[(slot, NULL_ADDR)],
+            Target::out_of_place(log),
+            &mut placed,
+        )?;
         let new = placed.last().expect("just placed").new;
         ctx.dev.write_blocks(data_kind(inode), new as u64, data)
     });
@@ -616,7 +671,8 @@ pub fn write_unpublished_blocks(
     Ok(in_inode.iter().map(|p| (p.slot.byte, p.new)).collect())
 }
 
-/// A file block given a new address that its node does not point at yet.
+/// A file block given a new address that its node does not point at yet,
+/// or (`new == old`) rewritten in place.
 struct PlacedBlock {
     slot: AddrSlot,
     old: u32,
@@ -626,15 +682,17 @@ struct PlacedBlock {
 /// Allocates new addresses for `slots` (each with the address it holds;
 /// a hole's block is counted as used) in one hold of the space lock, so
 /// they are consecutive in `log` unless it moves to another segment; the
-/// slots are not changed yet. When the space (or the quota) for all the
-/// holes is not there, blocks are placed one by one until it runs out.
+/// slots are not changed yet. With `target.in_place`, a slot holding a
+/// block keeps it. When the space (or the quota) for all the holes is not
+/// there, blocks are placed one by one until it runs out.
 fn place_blocks(
     ctx: &Ctx,
     inode: &InodeInfo,
     slots: &[(AddrSlot, u32)],
-    log: CursegType,
+    target: Target,
     placed: &mut Vec<PlacedBlock>,
 ) -> Result<()> {
+    let Target { log, in_place } = target;
     // Summaries need each node's NAT version; the NAT is not read under the space lock.
     let mut versions = Vec::with_capacity(slots.len());
     let mut last: Option<(u32, u8)> = None;
@@ -651,6 +709,15 @@ fn place_blocks(
     let mut space = ctx.space.lock();
     let reserved_all = quota_left == holes && space.reserve_blocks(holes).is_ok();
     for (i, (&(slot, old), version)) in slots.iter().zip(versions).enumerate() {
+        if in_place && is_block(old) {
+            space.note_in_place_write(old)?;
+            placed.push(PlacedBlock {
+                slot,
+                old,
+                new: old,
+            });
+            continue;
+        }
         if old == NULL_ADDR && !reserved_all {
             if quota_left == 0 {
                 return Err(Error::errno(libc::EDQUOT, "block quota exceeded"));
@@ -659,7 +726,10 @@ fn place_blocks(
             quota_left -= 1;
         }
         match space.allocate(log, Summary::new(slot.nid, version, slot.ofs_in_node)) {
-            Ok(new) => placed.push(PlacedBlock { slot, old, new }),
+            Ok(new) => {
+                space.note_out_of_place_writes(log, 1);
+                placed.push(PlacedBlock { slot, old, new })
+            }
             Err(e) => {
                 let unplaced_holes = if reserved_all {
                     slots[i..]
@@ -680,14 +750,24 @@ fn place_blocks(
 /// Writes the data of `placed` (consecutive blocks of `data` from its
 /// start), one device request per run of consecutive addresses.
 fn write_placed(ctx: &Ctx, inode: &InodeInfo, placed: &[PlacedBlock], data: &[u8]) -> Result<()> {
+    let in_place = |p: &PlacedBlock| p.new == p.old;
     let mut from = 0;
     while from < placed.len() {
         let mut to = from + 1;
-        while to < placed.len() && placed[to].new == placed[to - 1].new + 1 {
+        while to < placed.len()
+            && placed[to].new == placed[to - 1].new + 1
+            && in_place(&placed[to]) == in_place(&placed[from])
+        {
             to += 1;
         }
+        // Counted apart: fsync needs to know whether new addresses were written.
+        let kind = if in_place(&placed[from]) {
+            IoKind::InPlaceData
+        } else {
+            data_kind(inode)
+        };
         ctx.dev.write_blocks(
-            data_kind(inode),
+            kind,
             placed[from].new as u64,
             &data[from * F2FS_BLKSIZE..to * F2FS_BLKSIZE],
         )?;
@@ -700,7 +780,9 @@ fn write_placed(ctx: &Ctx, inode: &InodeInfo, placed: &[PlacedBlock], data: &[u8
 /// per node), invalidates the old blocks and counts the filled holes in
 /// `i_blocks`; returns how many holes were filled.
 fn publish_placed(ctx: &Ctx, inode: &InodeInfo, placed: &[PlacedBlock]) -> Result<u64> {
-    for same_node in placed.chunk_by(|a, b| a.slot.nid == b.slot.nid) {
+    // Blocks rewritten in place need no change of their node.
+    let moved: Vec<&PlacedBlock> = placed.iter().filter(|p| p.new != p.old).collect();
+    for same_node in moved.chunk_by(|a, b| a.slot.nid == b.slot.nid) {
         let first = &same_node[0].slot;
         ctx.nm
             .update_node(first.nid, slot_expect(inode, first), |b| {
@@ -711,7 +793,7 @@ fn publish_placed(ctx: &Ctx, inode: &InodeInfo, placed: &[PlacedBlock]) -> Resul
     }
     let filled = {
         let mut space = ctx.space.lock();
-        for p in placed
+        for p in moved
             .iter()
             .filter(|p| p.old != NULL_ADDR && p.old != NEW_ADDR)
         {
@@ -765,6 +847,10 @@ pub fn write_data(
     let first = offset / bs;
     let last = (end - 1) / bs;
     let head = (offset - first * bs) as usize;
+    if offset > inode.size && inode.size / bs < first {
+        // The gap before the write reads as zeros, the old last block's tail too.
+        zero_tail(ctx, &inode, inode.size)?;
+    }
     // Whole blocks are written straight from the caller's buffer; partial
     // first and last blocks are merged with their old bytes in a copy.
     let merged;
@@ -784,21 +870,38 @@ pub fn write_data(
         merged = buf;
         &merged
     };
-    match write_blocks_upto(
-        ctx,
-        &inode,
-        first,
-        blocks,
-        data_log(&inode),
-        policy,
-        allocated,
-    ) {
+    let chunk = zeroout_chunk(ctx, &inode, first..last + 1, policy.zeroout_blocks)?;
+    let zeroed;
+    let blocks: &[u8] = if chunk == (first..last + 1) {
+        blocks
+    } else {
+        let mut buf = vec![0u8; ((chunk.end - chunk.start) * bs) as usize];
+        let at = ((first - chunk.start) * bs) as usize;
+        buf[at..at + blocks.len()].copy_from_slice(blocks);
+        zeroed = buf;
+        &zeroed
+    };
+    let state = policy.ipu.map(|_| {
+        let space = ctx.space.lock();
+        WriteState {
+            need_ssr: space.need_ssr(),
+            utilization: space.utilization(),
+            fsync_bound: policy.fsync_bound,
+        }
+    });
+    let target = Target {
+        log: data_log(&inode),
+        in_place: ipu::should_update_in_place(&inode, policy.ipu, state.unwrap_or_default()),
+    };
+    match write_blocks_upto(ctx, &inode, chunk.start, blocks, target, policy, allocated) {
         Ok(_) => {
             finish_write(ctx, ino, end)?;
             Ok(data.len())
         }
         Err((done, e)) => {
-            let written = ((first + done as u64) * bs).min(end).saturating_sub(offset);
+            let written = ((chunk.start + done as u64) * bs)
+                .min(end)
+                .saturating_sub(offset);
             if written == 0 || !matches!(e.to_errno(), libc::ENOSPC | libc::EDQUOT) {
                 return Err(e);
             }
@@ -806,6 +909,55 @@ pub fn write_data(
             Ok(written as usize)
         }
     }
+}
+
+/// The blocks a range lock for writing `blocks` must cover so that the
+/// write may zero out the reserved blocks around it: `blocks` widened to
+/// multiples of `zeroout_blocks` (unchanged when 0).
+pub fn zeroout_window(blocks: Range<u64>, zeroout_blocks: u64) -> Range<u64> {
+    if zeroout_blocks == 0 || blocks.is_empty() {
+        return blocks;
+    }
+    let start = blocks.start / zeroout_blocks * zeroout_blocks;
+    let end = blocks
+        .end
+        .div_ceil(zeroout_blocks)
+        .saturating_mul(zeroout_blocks);
+    start..end
+}
+
+/// The blocks a write of `blocks` writes (ext4's extent_zeroout_len
+/// applied to F2FS reservations): when its first or last block is
+/// reserved (NEW_ADDR), the reserved blocks next to it, within the
+/// aligned window of `zeroout_blocks` (`zeroout_window`, which the caller
+/// holds), are written too, with zeros; so the window gets real blocks,
+/// allocated together, that later writes can rewrite in place.
+fn zeroout_chunk(
+    ctx: &Ctx,
+    inode: &InodeInfo,
+    blocks: Range<u64>,
+    zeroout_blocks: u64,
+) -> Result<Range<u64>> {
+    let window = zeroout_window(blocks.clone(), zeroout_blocks);
+    if window == blocks || inode.kind != Kind::Regular || inode.compression.is_some() {
+        return Ok(blocks);
+    }
+    let max = max_file_blocks(inode.addrs());
+    let mut mapper = BlockMapper::new(ctx.nm, inode);
+    let mut reserved =
+        |index: u64| -> Result<bool> { Ok(index < max && mapper.map(index)? == NEW_ADDR) };
+    let (mut start, mut end) = (blocks.start, blocks.end);
+    if reserved(start)? {
+        while start > window.start && reserved(start - 1)? {
+            start -= 1;
+        }
+    }
+    if reserved(end - 1)? {
+        while end < window.end && reserved(end)? {
+            end += 1;
+        }
+    }
+    Ok(start..end)
 }
 
 /// The part of a write of `data` at `offset` below the largest file size
@@ -1032,21 +1184,13 @@ pub fn truncate(ctx: &Ctx, ino: u32, size: u64) -> Result<()> {
         if inline::has_inline_data(&inode) {
             inline::truncate_inline_data(ctx, ino, size as usize)?;
         } else {
-            let bs = F2FS_BLKSIZE as u64;
             // Zero the tail of the new last block before freeing anything:
             // only this step can run out of space.
-            if !size.is_multiple_of(bs) {
-                let index = size / bs;
-                let mut block = vec![0u8; F2FS_BLKSIZE];
-                read_block_into(ctx, &inode, index, &mut block)?;
-                let keep = (size % bs) as usize;
-                if block[keep..].iter().any(|&b| b != 0) {
-                    block[keep..].fill(0);
-                    write_blocks(ctx, &inode, index, &block, data_log(&inode))?;
-                }
-            }
-            truncate_blocks(ctx, ino, size.div_ceil(bs))?;
+            zero_tail(ctx, &inode, size)?;
+            truncate_blocks(ctx, ino, size.div_ceil(F2FS_BLKSIZE as u64))?;
         }
+    } else if !inline::has_inline_data(&inode) {
+        zero_tail(ctx, &inode, inode.size)?;
     }
     let t = ctx.clock.now();
     ctx.update_inode(ino, |raw| {
@@ -1054,6 +1198,26 @@ pub fn truncate(ctx: &Ctx, ino: u32, size: u64) -> Result<()> {
         set_mtime(raw, t);
         set_ctime(raw, t);
     })
+}
+
+/// Zeroes the bytes after `size` in the block holding it, if any is not
+/// zero. A shrinking truncate leaves zeros there; growing the file makes
+/// sure of them: a power cut during an in-place write past an older size
+/// that the file fell back to can leave bytes there.
+fn zero_tail(ctx: &Ctx, inode: &InodeInfo, size: u64) -> Result<()> {
+    let bs = F2FS_BLKSIZE as u64;
+    if size.is_multiple_of(bs) {
+        return Ok(());
+    }
+    let index = size / bs;
+    let mut block = vec![0u8; F2FS_BLKSIZE];
+    read_block_into(ctx, inode, index, &mut block)?;
+    let keep = (size % bs) as usize;
+    if block[keep..].iter().any(|&b| b != 0) {
+        block[keep..].fill(0);
+        write_blocks(ctx, inode, index, &block, data_log(inode))?;
+    }
+    Ok(())
 }
 
 /// Frees one block of a file (a hole appears).
@@ -1166,7 +1330,15 @@ pub fn fallocate(ctx: &Ctx, ino: u32, offset: u64, len: u64, mode: FallocMode) -
         })?;
     let bs = F2FS_BLKSIZE as u64;
     let aligned = offset.is_multiple_of(bs) && len.is_multiple_of(bs);
-    // Refusals first, before any conversion changes the file.
+    // Refusals first, before any conversion changes the file. A pinned
+    // file's blocks may be in use by address (swap, OTA files): as f2fs,
+    // only preallocation.
+    if ipu::is_pinned(&inode) && !matches!(mode, FallocMode::Allocate { .. }) {
+        return Err(Error::errno(
+            libc::EOPNOTSUPP,
+            format!("inode {ino}: only preallocation on a pinned file"),
+        ));
+    }
     match mode {
         FallocMode::CollapseRange if !aligned || end >= inode.size => {
             return Err(Error::errno(
@@ -1199,6 +1371,9 @@ pub fn fallocate(ctx: &Ctx, ino: u32, offset: u64, len: u64, mode: FallocMode) -
     let grow_to = match mode {
         FallocMode::Allocate { keep_size } => {
             preallocate(ctx, &inode, offset / bs, end.div_ceil(bs))?;
+            if ipu::is_pinned(&inode) {
+                allocate_pinned(ctx, &ctx.inode(ino)?, offset / bs, end.div_ceil(bs))?;
+            }
             (!keep_size).then_some(end)
         }
         FallocMode::ZeroRange { keep_size } => {
@@ -1352,6 +1527,48 @@ fn reserve_range(ctx: &Ctx, inode: &InodeInfo, first: u64, end: u64) -> Result<(
 /// hold data or are already reserved stay as they are. The free space is
 /// checked first, so running out fails before anything changed (unless
 /// the nodes on the way are what does not fit).
+/// Gives the reserved blocks of pinned file `inode` in `[first, end)` real
+/// blocks, as the kernel's expand_inode_data does for pinned files: each
+/// section-sized piece of the range starts a new section of the cold data
+/// log, so a pinned file's blocks are contiguous and fill whole sections.
+/// Unlike the kernel, which maps the blocks without writing them (they
+/// hold whatever was there), f2fuse writes zeros: another file's old data
+/// must not show through. Blocks already written are kept.
+fn allocate_pinned(ctx: &Ctx, inode: &InodeInfo, first: u64, end: u64) -> Result<()> {
+    let section = ctx.space.lock().segs_per_sec() as u64 * BLOCKS_PER_SEG as u64;
+    // One allocation step per run: each run is contiguous in the log.
+    let policy = DataPolicy::new(0, 1);
+    let mut piece = first;
+    while piece < end {
+        let piece_end = (piece + section).min(end);
+        let mut mapper = BlockMapper::new(ctx.nm, inode);
+        let mut opened = false;
+        let mut index = piece;
+        while index < piece_end {
+            if mapper.map(index)? != NEW_ADDR {
+                index += 1;
+                continue;
+            }
+            let mut run_end = index + 1;
+            while run_end < piece_end && mapper.map(run_end)? == NEW_ADDR {
+                run_end += 1;
+            }
+            if !opened {
+                ctx.space.lock().open_new_section(CursegType::ColdData)?;
+                opened = true;
+            }
+            let zeros = vec![0u8; ((run_end - index) as usize) * F2FS_BLKSIZE];
+            let target = Target::out_of_place(CursegType::ColdData);
+            write_blocks_upto(ctx, inode, index, &zeros, target, policy, &|| ())
+                .map_err(|(_, e)| e)?;
+            mapper = BlockMapper::new(ctx.nm, inode);
+            index = run_end;
+        }
+        piece = piece_end;
+    }
+    Ok(())
+}
+
 fn preallocate(ctx: &Ctx, inode: &InodeInfo, first: u64, end: u64) -> Result<()> {
     let holes = count_holes(ctx, inode, first, end)?;
     if holes > ctx.space.lock().free_user_blocks() {

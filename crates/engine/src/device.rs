@@ -40,15 +40,19 @@ pub enum IoKind {
     Meta,
     /// Data blocks read and rewritten by cleaning.
     GcData,
+    /// File data rewritten at its own address (in-place updates): no node
+    /// points anywhere new because of it.
+    InPlaceData,
 }
 
 impl IoKind {
-    pub const ALL: [IoKind; 5] = [
+    pub const ALL: [IoKind; 6] = [
         IoKind::UserData,
         IoKind::DirData,
         IoKind::Node,
         IoKind::Meta,
         IoKind::GcData,
+        IoKind::InPlaceData,
     ];
 
     pub fn name(self) -> &'static str {
@@ -58,6 +62,7 @@ impl IoKind {
             IoKind::Node => "node",
             IoKind::Meta => "meta",
             IoKind::GcData => "gc data",
+            IoKind::InPlaceData => "data in place",
         }
     }
 }
@@ -89,6 +94,13 @@ impl IoStats {
 
     pub fn total_written(&self) -> u64 {
         self.written.iter().sum()
+    }
+
+    /// Bytes written other than data rewritten in place: data at new
+    /// addresses (which a node written later may point at), nodes (an fsync
+    /// chain follows the node log through them) and metadata.
+    pub fn written_but_in_place(&self) -> u64 {
+        self.total_written() - self.written_of(IoKind::InPlaceData)
     }
 }
 

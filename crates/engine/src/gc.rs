@@ -36,6 +36,8 @@ pub struct GcStats {
     pub sections_cleaned: u64,
     /// Candidate sections victim searches looked at (bounded by `max_victim_search`).
     pub sections_searched: u64,
+    /// Victims left as they were because a pinned file has blocks there.
+    pub pinned_sections_skipped: u64,
 }
 
 /// Where each policy's last search stopped.
@@ -44,6 +46,12 @@ pub struct GcState {
     pub next_greedy: u32,
     pub next_cost_benefit: u32,
     pub stats: GcStats,
+    /// Sections holding blocks of pinned files: no victim until a file is
+    /// unpinned (the kernel's pinned_secmap, kept here until then).
+    pub pinned_sections: std::collections::BTreeSet<u32>,
+    /// `gc_pin_file_thresh`: a pinned file found in the cleaner's way more
+    /// often than this is unpinned (the kernel's f2fs_pin_file_control).
+    pub pin_file_thresh: u16,
 }
 
 /// Picks a victim section (returns its first segment), or `None`.
@@ -87,7 +95,7 @@ pub fn select_victim(
     for i in 0..sections {
         let sec = (start + i) % sections;
         last = sec;
-        if current.contains(&sec) {
+        if current.contains(&sec) || state.pinned_sections.contains(&sec) {
             continue;
         }
         let segs = &sm.segments()[(sec * per) as usize..((sec + 1) * per) as usize];
@@ -134,15 +142,33 @@ pub fn clean_section(ctx: &Ctx, state: &mut GcState, first_segno: u32) -> Result
         sm.set_gc_victim(Some(section));
         sm.segs_per_sec()
     };
-    let cleaned =
-        (first_segno..first_segno + per).try_for_each(|segno| clean_segment(ctx, state, segno));
+    let mut cleaned = Ok(Moved::All);
+    for segno in first_segno..first_segno + per {
+        cleaned = clean_segment(ctx, state, segno);
+        if !matches!(cleaned, Ok(Moved::All)) {
+            break;
+        }
+    }
     ctx.space.lock().set_gc_victim(None);
-    cleaned?;
-    state.stats.sections_cleaned += 1;
+    match cleaned? {
+        Moved::All => state.stats.sections_cleaned += 1,
+        Moved::StoppedAtPinned => {
+            state.pinned_sections.insert(first_segno / per);
+            state.stats.pinned_sections_skipped += 1;
+        }
+    }
     Ok(())
 }
 
-fn clean_segment(ctx: &Ctx, state: &mut GcState, segno: u32) -> Result<()> {
+/// How cleaning a segment ended.
+enum Moved {
+    All,
+    /// A block of a pinned file is there: it stays, so the section cannot
+    /// become free and cleaning it stops.
+    StoppedAtPinned,
+}
+
+fn clean_segment(ctx: &Ctx, state: &mut GcState, segno: u32) -> Result<Moved> {
     let (sums, valid_offs, is_node, base) = {
         let sm = ctx.space.lock();
         let seg = sm.segment(segno);
@@ -162,11 +188,11 @@ fn clean_segment(ctx: &Ctx, state: &mut GcState, segno: u32) -> Result<()> {
         let sum = sums[off];
         if is_node {
             move_node(ctx, state, blkaddr, sum)?;
-        } else {
-            move_data(ctx, state, blkaddr, sum)?;
+        } else if let Moved::StoppedAtPinned = move_data(ctx, state, blkaddr, sum)? {
+            return Ok(Moved::StoppedAtPinned);
         }
     }
-    Ok(())
+    Ok(Moved::All)
 }
 
 fn move_node(ctx: &Ctx, state: &mut GcState, blkaddr: u32, sum: Summary) -> Result<()> {
@@ -180,14 +206,14 @@ fn move_node(ctx: &Ctx, state: &mut GcState, blkaddr: u32, sum: Summary) -> Resu
     Ok(())
 }
 
-fn move_data(ctx: &Ctx, state: &mut GcState, blkaddr: u32, sum: Summary) -> Result<()> {
+fn move_data(ctx: &Ctx, state: &mut GcState, blkaddr: u32, sum: Summary) -> Result<Moved> {
     let nid = sum.nid.get();
     if nid >= ctx.nm.max_nid() {
-        return Ok(());
+        return Ok(Moved::All);
     }
     let ne = ctx.nm.nat_entry(nid)?;
     if ne.block_addr.get() == NULL_ADDR || ne.version != sum.version {
-        return Ok(());
+        return Ok(Moved::All);
     }
     let node = ctx.nm.read_node(nid, NodeExpect::default())?;
     let footer = footer_of(&node);
@@ -197,18 +223,22 @@ fn move_data(ctx: &Ctx, state: &mut GcState, blkaddr: u32, sum: Summary) -> Resu
     let byte = if footer.ofs() == 0 {
         let layout = InodeLayout::of(inode_of(&node), ctx.check.features)?;
         if ofs >= layout.addrs_per_inode() as usize {
-            return Ok(());
+            return Ok(Moved::All);
         }
         node::I_ADDR_OFFSET + 4 * (layout.extra_words + ofs)
     } else {
         if ofs >= ADDRS_PER_BLOCK as usize {
-            return Ok(());
+            return Ok(Moved::All);
         }
         4 * ofs
     };
     let current = u32::from_le_bytes(node[byte..byte + 4].try_into().unwrap());
     if current != blkaddr {
-        return Ok(());
+        return Ok(Moved::All);
+    }
+    if ctx.inode(ino)?.has_inline(inline_flag::PIN_FILE) {
+        note_pinned_failure(ctx, state, ino)?;
+        return Ok(Moved::StoppedAtPinned);
     }
     let data = ctx.dev.read_block(IoKind::GcData, blkaddr as u64)?;
     let new = {
@@ -228,5 +258,28 @@ fn move_data(ctx: &Ctx, state: &mut GcState, blkaddr: u32, sum: Summary) -> Resu
         }
     })?;
     state.stats.data_blocks_moved += 1;
+    Ok(Moved::All)
+}
+
+/// Counts a cleaning that pinned file `ino` stopped in its
+/// `i_gc_failures`, and unpins it once that exceeds `gc_pin_file_thresh`
+/// (the kernel's f2fs_pin_file_control); then every section is a
+/// candidate again.
+fn note_pinned_failure(ctx: &Ctx, state: &mut GcState, ino: u32) -> Result<()> {
+    let thresh = state.pin_file_thresh;
+    let unpinned = ctx.update_inode(ino, |raw| {
+        let depth = raw.i_current_depth.get();
+        let failures = (depth as u16).saturating_add(1);
+        raw.i_current_depth
+            .set(depth & 0xFFFF_0000 | failures as u32);
+        let unpin = failures > thresh;
+        if unpin {
+            raw.i_inline &= !inline_flag::PIN_FILE;
+        }
+        unpin
+    })?;
+    if unpinned {
+        state.pinned_sections.clear();
+    }
     Ok(())
 }

@@ -2,7 +2,7 @@
 //! the kernel's fs/f2fs is. Lower modules never use higher ones:
 //!
 //! `lock_order` < `stats` < `device` (with `sparse`) < `superblock` < `checkpoint` < `segment`
-//! < `extent_cache` < `node` < `inode` < `flags` < `inline` < `data` < `compress`
+//! < `extent_cache` < `node` < `inode` < `ipu` < `flags` < `inline` < `data` < `compress`
 //! < `xattr` < `acl` < `perm` < `dir` < `gc`
 //! < `tunables` < `commit` < `recovery` < `report` < `fs` (the facade), with
 //! `mkfs` beside `fs` using only the device and the layout crate.
@@ -22,6 +22,7 @@ pub mod fsck;
 pub mod gc;
 pub mod inline;
 pub mod inode;
+pub mod ipu;
 pub mod lock_order;
 pub mod mkfs;
 pub mod node;

@@ -182,16 +182,23 @@ impl Status {
             "  - valid nodes: {}, valid inodes: {}",
             self.valid_nodes, self.valid_inodes
         ));
-        line("Logs:         segment  next block  mode  LFS blocks  SSR blocks".into());
+        line(
+            "Logs:         segment  next block  mode  LFS blocks  SSR blocks  data in place  \
+             data out of place"
+                .into(),
+        );
         for l in &self.logs {
+            let i = l.log as usize;
             line(format!(
-                "  {:<10} {:>9}  {:>10}  {:<4}  {:>10}  {:>10}",
+                "  {:<10} {:>9}  {:>10}  {:<4}  {:>10}  {:>10}  {:>13}  {:>17}",
                 l.log.name(),
                 l.segno,
                 l.next_blkoff,
                 l.mode(),
-                self.alloc.lfs_blocks[l.log as usize],
-                self.alloc.ssr_blocks[l.log as usize]
+                self.alloc.lfs_blocks[i],
+                self.alloc.ssr_blocks[i],
+                self.alloc.in_place_writes[i],
+                self.alloc.out_of_place_writes[i]
             ));
         }
         line(format!(
@@ -205,8 +212,8 @@ impl Status {
             gc.foreground_runs, gc.background_runs, gc.sections_cleaned
         ));
         line(format!(
-            "  - blocks moved: data {}, node {}",
-            gc.data_blocks_moved, gc.node_blocks_moved
+            "  - blocks moved: data {}, node {}; victims left to pinned files {}",
+            gc.data_blocks_moved, gc.node_blocks_moved, gc.pinned_sections_skipped
         ));
         let ec = &self.extent_cache;
         line(format!(
@@ -294,6 +301,14 @@ impl Status {
                                 ("mode", Json::Str(l.mode().into())),
                                 ("lfs_blocks", int(self.alloc.lfs_blocks[l.log as usize])),
                                 ("ssr_blocks", int(self.alloc.ssr_blocks[l.log as usize])),
+                                (
+                                    "data_in_place",
+                                    int(self.alloc.in_place_writes[l.log as usize]),
+                                ),
+                                (
+                                    "data_out_of_place",
+                                    int(self.alloc.out_of_place_writes[l.log as usize]),
+                                ),
                             ])
                         })
                         .collect(),
@@ -310,6 +325,10 @@ impl Status {
                     ("sections_cleaned", int(self.gc.sections_cleaned)),
                     ("data_blocks_moved", int(self.gc.data_blocks_moved)),
                     ("node_blocks_moved", int(self.gc.node_blocks_moved)),
+                    (
+                        "pinned_sections_skipped",
+                        int(self.gc.pinned_sections_skipped),
+                    ),
                 ]),
             ),
             (
@@ -354,6 +373,7 @@ fn json_key(kind: IoKind) -> &'static str {
         IoKind::Node => "node",
         IoKind::Meta => "meta",
         IoKind::GcData => "gc_data",
+        IoKind::InPlaceData => "in_place_data",
     }
 }
 

@@ -226,6 +226,11 @@ pub struct AllocStats {
     pub segments_opened: u64,
     /// Times a log switched to SSR on a dirty segment.
     pub ssr_switches: u64,
+    /// Data blocks rewritten at their own address, by the log of their segment.
+    pub in_place_writes: [u64; NR_CURSEG_TYPE],
+    /// Data blocks written to a new address (holes, reservations, rewrites
+    /// out of place; not cleaning's moves), by log.
+    pub out_of_place_writes: [u64; NR_CURSEG_TYPE],
 }
 
 /// Block allocation over the six logs, SIT bookkeeping, SSA writes.
@@ -483,6 +488,61 @@ impl SegmentManager {
         self.ssr_below_sections = sections;
     }
 
+    /// Whether the data logs fill holes of dirty segments now (the
+    /// kernel's f2fs_need_SSR).
+    pub fn need_ssr(&self) -> bool {
+        self.free_sections() <= self.ssr_below_sections
+    }
+
+    /// Blocks in use in percent of the user blocks (the kernel's utilization()).
+    pub fn utilization(&self) -> u64 {
+        self.valid_blocks * 100 / self.user_blocks.max(1)
+    }
+
+    /// Checks that data block `blkaddr`, mapped by a file, may be rewritten
+    /// in place (valid, in a data segment, as f2fs_inplace_write_data
+    /// checks) and counts the write.
+    pub fn note_in_place_write(&mut self, blkaddr: u32) -> Result<()> {
+        let segno = self.segno_of(blkaddr);
+        let log = CursegType::from_u8(self.segs[segno as usize].seg_type);
+        match log {
+            Some(log) if !log.is_node() && self.is_valid(blkaddr) => {
+                self.stats.in_place_writes[log as usize] += 1;
+                Ok(())
+            }
+            _ => Err(crate::error::corrupt(
+                "data block",
+                format!("block {blkaddr} is mapped but not a valid data block"),
+            )),
+        }
+    }
+
+    /// Counts data blocks written to new addresses in `log`.
+    pub fn note_out_of_place_writes(&mut self, log: CursegType, blocks: u64) {
+        self.stats.out_of_place_writes[log as usize] += blocks;
+    }
+
+    /// Moves `log` to the start of a free section unless it is at the start
+    /// of an empty one already (the kernel's f2fs_allocate_new_section,
+    /// not forced): a pinned file's preallocation takes whole sections.
+    pub fn open_new_section(&mut self, log: CursegType) -> Result<()> {
+        let per = self.segs_per_sec;
+        let cs = &self.cursegs[log as usize];
+        if cs.alloc_type == checkpoint_lfs() && cs.next_blkoff == 0 && cs.segno.is_multiple_of(per)
+        {
+            return Ok(());
+        }
+        let sections = self.segs.len() as u32 / per;
+        let start = cs.segno / per + 1;
+        let new = (0..sections)
+            .map(|i| (start + i) % sections)
+            .find(|&sec| self.section_is_free(sec * per))
+            .map(|sec| sec * per)
+            .ok_or_else(|| crate::error::Error::errno(libc::ENOSPC, "no free section left"))?;
+        self.switch_log_to(log, new);
+        Ok(())
+    }
+
     /// The section the cleaner is emptying (SSR must not refill it), or
     /// `None` once it is done.
     pub fn set_gc_victim(&mut self, section: Option<u32>) {
@@ -647,6 +707,12 @@ impl SegmentManager {
         let new = self
             .pick_new_segment(log)
             .ok_or_else(|| crate::error::Error::errno(libc::ENOSPC, "no free segment left"))?;
+        self.switch_log_to(log, new);
+        Ok(())
+    }
+
+    /// Moves `log` to free segment `new`; its old summary goes to the SSA.
+    fn switch_log_to(&mut self, log: CursegType, new: u32) {
         self.retire_curseg(log);
         let old = self.cursegs[log as usize].segno;
         self.tracking(&[old, new], |sm| sm.cursegs[log as usize].segno = new);
@@ -659,7 +725,6 @@ impl SegmentManager {
         seg.mtime = 0;
         self.dirty_sit.insert(new);
         self.stats.segments_opened += 1;
-        Ok(())
     }
 
     /// Queues the summary block of a log's segment for the SSA area.
@@ -745,9 +810,7 @@ impl SegmentManager {
     /// segment is opened (LFS). Node logs stay LFS: fsync chains follow them
     /// block by block.
     fn move_to_next_segment(&mut self, log: CursegType) -> Result<()> {
-        let ssr = !log.is_node()
-            && self.free_sections() <= self.ssr_below_sections
-            && self.switch_to_ssr(log)?;
+        let ssr = !log.is_node() && self.need_ssr() && self.switch_to_ssr(log)?;
         if !ssr {
             self.open_new_segment(log)?;
         }

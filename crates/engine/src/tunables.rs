@@ -11,6 +11,7 @@
 use crate::data::{DataPolicy, DEFAULT_SERIALIZED_DIO_PAGES, MAX_FOLIO_ORDER};
 use crate::error::{Error, Result};
 use crate::gc::VictimPolicy;
+use crate::ipu::{ipu_bit, IpuPolicy};
 use std::time::Duration;
 
 /// The cleaner's mode (the kernel's `gc_mode`).
@@ -137,7 +138,49 @@ pub const TUNABLES: &[TunableInfo] = &[
         0,
         MAX_DIR_LEVEL as u64,
     ),
+    info(
+        "ipu_policy",
+        "bits for rewriting blocks in place (the kernel's F2FS_IPU_*): 1 FORCE, 2 SSR, \
+         4 UTIL, 8 SSR_UTIL, 16 FSYNC (small writes between fsyncs), 32 ASYNC, 64 NOCACHE, \
+         128 HONOR_OPU_WRITE (the last three change nothing in f2fuse); 0: out of place",
+        0,
+        (1 << ipu_bit::MAX) - 1,
+    ),
+    info(
+        "min_ipu_util",
+        "percent of user blocks in use above which the UTIL and SSR_UTIL policies apply",
+        0,
+        100,
+    ),
+    info(
+        "min_fsync_blocks",
+        "the FSYNC policy rewrites in place while a file has at most this many blocks \
+         written since its last fsync",
+        0,
+        u32::MAX as u64,
+    ),
+    info(
+        "extent_zeroout_len",
+        "f2fuse's own (not the kernel's): a write into preallocated space writes zeros to \
+         the preallocated blocks around it, up to this many blocks aligned, so they get \
+         real blocks that later writes rewrite in place (0: off)",
+        0,
+        MAX_ZEROOUT_BLOCKS,
+    ),
+    info(
+        "gc_pin_file_thresh",
+        "times cleaning may find a pinned file in its way before the file is unpinned",
+        0,
+        u16::MAX as u64,
+    ),
 ];
+
+/// Largest `extent_zeroout_len`: 8 MiB.
+pub const MAX_ZEROOUT_BLOCKS: u64 = 2048;
+/// f2fuse's default `extent_zeroout_len` (chosen by measurement: docs/PERFORMANCE.md).
+pub const DEFAULT_ZEROOUT_BLOCKS: u32 = 256;
+/// The kernel's DEF_GC_FAILED_PINNED_FILES.
+pub const DEFAULT_GC_PIN_FILE_THRESH: u16 = 2048;
 
 /// Largest `dir_level`: hash level 0 (2^(n+1) blocks) must fit in a file.
 pub const MAX_DIR_LEVEL: u8 = 28;
@@ -171,6 +214,9 @@ pub struct Tunables {
     pub dir_level: u8,
     pub serialized_dio_pages: u32,
     pub max_folio_order: u8,
+    pub ipu: IpuPolicy,
+    pub extent_zeroout_len: u32,
+    pub gc_pin_file_thresh: u16,
 }
 
 /// The entry of `name`, or a clear error listing the known names.
@@ -234,6 +280,9 @@ impl Tunables {
             dir_level: 0,
             serialized_dio_pages: DEFAULT_SERIALIZED_DIO_PAGES,
             max_folio_order: MAX_FOLIO_ORDER,
+            ipu: IpuPolicy::kernel_default(main_segments),
+            extent_zeroout_len: DEFAULT_ZEROOUT_BLOCKS,
+            gc_pin_file_thresh: DEFAULT_GC_PIN_FILE_THRESH,
         }
     }
 
@@ -262,6 +311,11 @@ impl Tunables {
             "dir_level" => self.dir_level as u64,
             "serialized_dio_pages" => self.serialized_dio_pages as u64,
             "max_folio_order" => self.max_folio_order as u64,
+            "ipu_policy" => self.ipu.bits as u64,
+            "min_ipu_util" => self.ipu.min_ipu_util as u64,
+            "min_fsync_blocks" => self.ipu.min_fsync_blocks as u64,
+            "extent_zeroout_len" => self.extent_zeroout_len as u64,
+            "gc_pin_file_thresh" => self.gc_pin_file_thresh as u64,
             _ => unreachable!("every name in TUNABLES is handled"),
         })
     }
@@ -297,6 +351,11 @@ impl Tunables {
             "dir_level" => self.dir_level = value as u8,
             "serialized_dio_pages" => self.serialized_dio_pages = value as u32,
             "max_folio_order" => self.max_folio_order = value as u8,
+            "ipu_policy" => self.ipu.bits = value as u8,
+            "min_ipu_util" => self.ipu.min_ipu_util = value as u8,
+            "min_fsync_blocks" => self.ipu.min_fsync_blocks = value as u32,
+            "extent_zeroout_len" => self.extent_zeroout_len = value as u32,
+            "gc_pin_file_thresh" => self.gc_pin_file_thresh = value as u16,
             _ => unreachable!("checked by lookup"),
         }
         Ok(())
@@ -387,6 +446,12 @@ mod tests {
         assert_eq!(t.get("reclaim_segments").unwrap(), 50);
         assert_eq!(Tunables::defaults(1 << 20, 2).reclaim_segments, 4096);
         assert_eq!(t.get("serialized_dio_pages").unwrap(), 64);
+        // FORCE | HONOR_OPU_WRITE up to 16 GiB of main area, FSYNC above.
+        assert_eq!(t.get("ipu_policy").unwrap(), 0x81);
+        assert_eq!(Tunables::defaults(8193, 2).get("ipu_policy").unwrap(), 16);
+        assert_eq!(t.get("min_ipu_util").unwrap(), 70);
+        assert_eq!(t.get("min_fsync_blocks").unwrap(), 8);
+        assert_eq!(t.get("gc_pin_file_thresh").unwrap(), 2048);
         assert_eq!(t.list().len(), TUNABLES.len());
     }
 
@@ -406,7 +471,12 @@ mod tests {
             let err = parse_value(name, bad).unwrap_err();
             assert_eq!(err.to_errno(), libc::EINVAL, "{name}={bad}: {err}");
         }
-        let err = parse_value("ipu_policy", "1").unwrap_err();
+        for (name, bad) in [("ipu_policy", "256"), ("min_ipu_util", "101")] {
+            let err = parse_value(name, bad).unwrap_err();
+            assert_eq!(err.to_errno(), libc::EINVAL, "{name}={bad}: {err}");
+        }
+        assert_eq!(parse_value("ipu_policy", "255").unwrap(), 255);
+        let err = parse_value("discard_granularity", "1").unwrap_err();
         assert_eq!(err.to_errno(), libc::ENOENT);
         assert!(err.to_string().contains("max_victim_search"), "{err}");
         assert_eq!(

@@ -48,6 +48,9 @@ fn churn(size: u64, fill_percent: u64, rewrite_factor: u64, seed: u64, reclaim: 
         },
     )
     .unwrap();
+    // Overwrites out of place (the small-volume default rewrites in place),
+    // so space comes back only by cleaning or SSR.
+    fs.set_tunable("ipu_policy", 0).unwrap();
     if reclaim == Reclaim::Cleaning {
         fs.set_tunable("min_ssr_sections", 0).unwrap();
     }

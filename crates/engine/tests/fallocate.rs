@@ -16,6 +16,14 @@ use f2fuse_engine::mkfs::{format_path, parse_features, MkfsOptions};
 use f2fuse_engine::{FallocMode, Fs, OpenOptions, SeekTarget};
 use f2fuse_layout::{F2FS_ROOT_INO as ROOT, NEW_ADDR, NULL_ADDR};
 use std::path::PathBuf;
+/// The model tracks reservations block by block: writes must not turn the
+/// reserved blocks around them into data (extent_zeroout_len, tested in ipu.rs).
+fn open_reserving(img: &std::path::Path) -> Fs {
+    let fs = open_writable(img);
+    fs.set_tunable("extent_zeroout_len", 0).unwrap();
+    fs
+}
+
 use support::*;
 
 const BS: u64 = 4096;
@@ -58,7 +66,7 @@ struct Subject {
 
 impl Subject {
     fn new(img: PathBuf) -> Subject {
-        let fs = open_writable(&img);
+        let fs = open_reserving(&img);
         let ino = fs.create(ROOT, b"f", 0o644, 0, 0).unwrap().ino;
         Subject {
             img,
@@ -127,7 +135,7 @@ impl Subject {
                 if let Err(report) = fsck_f2fs(&self.img) {
                     self.fail(format!("fsck after reopen op:\n{report}"));
                 }
-                self.fs = Some(open_writable(&self.img));
+                self.fs = Some(open_reserving(&self.img));
             }
         }
         self.check();

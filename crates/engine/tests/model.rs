@@ -257,6 +257,8 @@ enum Op {
     Tune {
         folio_order: u8,
         serialized_dio_pages: u16,
+        /// `ipu_policy` (every bit; where rewrites land is no result either).
+        ipu_policy: u8,
     },
     /// Creates files in the root and writes `chunk_kib` KiB pieces until ENOSPC.
     Fill {
@@ -525,12 +527,16 @@ fn op_s() -> impl Strategy<Value = Op> {
             .prop_map(|(dir, count, seed)| Op::Populate { dir, count, seed }),
         2 => Just(Op::Checkpoint),
         2 => Just(Op::Reopen),
-        1 => (0u8..=9, prop_oneof![Just(0u16), Just(1), Just(64), any::<u16>()]).prop_map(
-            |(folio_order, serialized_dio_pages)| Op::Tune {
+        1 => (
+            0u8..=9,
+            prop_oneof![Just(0u16), Just(1), Just(64), any::<u16>()],
+            prop_oneof![Just(0u8), Just(1), Just(16), any::<u8>()]
+        )
+            .prop_map(|(folio_order, serialized_dio_pages, ipu_policy)| Op::Tune {
                 folio_order,
-                serialized_dio_pages
-            }
-        ),
+                serialized_dio_pages,
+                ipu_policy
+            }),
         2 => any_s().prop_map(|file| Op::Open { file }),
         2 => any::<u8>().prop_map(|handle| Op::Close { handle }),
         1 => (any::<u8>(), dir_s(), name_s())
@@ -1041,15 +1047,17 @@ fn show(name: &[u8]) -> String {
     }
 }
 
+/// Opens the image writable. The model tracks reservations block by
+/// block, so writes must not turn the reserved blocks around them into
+/// data: `extent_zeroout_len` 0 (zero-out chunks are tested in ipu.rs
+/// and powercut.rs).
 fn open_rw(img: &std::path::Path) -> Outcome<Fs> {
-    Fs::open_path(
-        img,
-        OpenOptions {
-            writable: true,
-            ..Default::default()
-        },
-    )
-    .map_err(|e| format!("open writable: {e}"))
+    let settings = [("extent_zeroout_len".to_string(), 0)];
+    let options = OpenOptions {
+        writable: true,
+        ..Default::default()
+    };
+    Fs::open_path_with(img, options, &settings).map_err(|e| format!("open writable: {e}"))
 }
 
 impl Harness {
@@ -1878,13 +1886,15 @@ impl Harness {
             Op::Tune {
                 folio_order,
                 serialized_dio_pages,
+                ipu_policy,
             } => {
                 let fs = self.fs();
                 let got = fs
                     .set_tunable("max_folio_order", folio_order as u64)
                     .and_then(|()| {
                         fs.set_tunable("serialized_dio_pages", serialized_dio_pages as u64)
-                    });
+                    })
+                    .and_then(|()| fs.set_tunable("ipu_policy", ipu_policy as u64));
                 self.check("tune", got, Ok(()), false)?;
             }
             Op::Fill { chunk_kib } => self.fill(chunk_kib as usize * 1024)?,

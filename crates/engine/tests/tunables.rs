@@ -67,8 +67,18 @@ fn api_refuses_bad_names_and_values_and_changes_nothing() {
     assert_eq!(fs.tunable("max_victim_search").unwrap(), 20);
     let before = fs.tunables().unwrap();
     assert_eq!(
-        fs.set_tunable("ipu_policy", 1).unwrap_err().to_errno(),
+        fs.set_tunable("discard_granularity", 1)
+            .unwrap_err()
+            .to_errno(),
         libc::ENOENT
+    );
+    assert_eq!(
+        fs.set_tunable("ipu_policy", 256).unwrap_err().to_errno(),
+        libc::EINVAL
+    );
+    assert_eq!(
+        fs.set_tunable("min_ipu_util", 101).unwrap_err().to_errno(),
+        libc::EINVAL
     );
     assert_eq!(
         fs.set_tunable("gc_urgent", 4).unwrap_err().to_errno(),

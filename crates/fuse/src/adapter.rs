@@ -648,6 +648,18 @@ impl F2fsFuse {
                 Ok(out) => reply.ioctl(0, &out),
                 Err(e) => reply.error(e),
             },
+            // As the kernel: the ioctl's return value is i_gc_failures.
+            Command::SetPin(pin) => {
+                self.shared.change();
+                match self.fs.set_pin_file(ino, pin) {
+                    Ok(failures) => reply.ioctl(failures.min(i32::MAX as u32) as i32, &[]),
+                    Err(e) => reply.error(errno(&e)),
+                }
+            }
+            Command::GetPin => match self.fs.get_pin_file(ino) {
+                Ok(failures) => reply.ioctl(0, &failures.to_ne_bytes()),
+                Err(e) => reply.error(errno(&e)),
+            },
         }
     }
 

@@ -313,7 +313,8 @@ mod tests {
             "max_victim_search=x",
             "checkpoint_interval=60",
             "gc_interval=30",
-            "ipu_policy=1",
+            "ipu_policy=256",
+            "discard_granularity=1",
         ] {
             let err = c.apply_options(bad).unwrap_err();
             assert!(err.contains(bad), "{bad}: {err}");

@@ -28,6 +28,11 @@ const F2FS_IOC_SET_COMPRESS_OPTION: u32 = 0x4002_f516;
 const F2FS_IOC_DECOMPRESS_FILE: u32 = 0x0000_f517;
 const F2FS_IOC_COMPRESS_FILE: u32 = 0x0000_f518;
 
+/// F2FS_IOC_SET_PIN_FILE _IOW(.., 13, __u32) and F2FS_IOC_GET_PIN_FILE
+/// _IOR(.., 14, __u32).
+const F2FS_IOC_SET_PIN_FILE: u32 = 0x4004_f50d;
+const F2FS_IOC_GET_PIN_FILE: u32 = 0x8004_f50e;
+
 /// Size of struct fsxattr: xflags, extsize, nextents, projid, cowextsize, 8 pad bytes.
 pub const FSXATTR_SIZE: usize = 28;
 const FSX_PROJID_AT: usize = 12;
@@ -68,6 +73,10 @@ pub enum Command {
         projid: u32,
     },
     Compression(Compression),
+    /// F2FS_IOC_SET_PIN_FILE: pin (true) or unpin.
+    SetPin(bool),
+    /// F2FS_IOC_GET_PIN_FILE.
+    GetPin,
 }
 
 /// F2FS's compression ioctls.
@@ -124,6 +133,10 @@ pub fn decode(cmd: u32, in_data: &[u8], out_size: u32) -> Result<Command, Errno>
         },
         F2FS_IOC_DECOMPRESS_FILE => Ok(Compression::DecompressFile.into()),
         F2FS_IOC_COMPRESS_FILE => Ok(Compression::CompressFile.into()),
+        F2FS_IOC_SET_PIN_FILE => u32_at(in_data, 0)
+            .map(|pin| Command::SetPin(pin != 0))
+            .ok_or(Errno::EINVAL),
+        F2FS_IOC_GET_PIN_FILE => need_out(4).map(|()| Command::GetPin),
         FS_IOC_SETFLAGS => u32_at(in_data, 0)
             .map(Command::SetFlags)
             .ok_or(Errno::EINVAL),
@@ -181,6 +194,8 @@ mod tests {
         assert_eq!(F2FS_IOC_SET_COMPRESS_OPTION, ioc(1, 0xf5, 22, 2));
         assert_eq!(F2FS_IOC_DECOMPRESS_FILE, ioc(0, 0xf5, 23, 0));
         assert_eq!(F2FS_IOC_COMPRESS_FILE, ioc(0, 0xf5, 24, 0));
+        assert_eq!(F2FS_IOC_SET_PIN_FILE, ioc(1, 0xf5, 13, 4));
+        assert_eq!(F2FS_IOC_GET_PIN_FILE, ioc(2, 0xf5, 14, 4));
     }
 
     #[test]

@@ -714,6 +714,13 @@ pub fn apply_compr_flag(
             ),
         ));
     }
+    if wants && crate::ipu::is_pinned(inode) {
+        // f2fs_may_compress: pinned files are never compressed.
+        return Err(Error::errno(
+            libc::EINVAL,
+            format!("inode {}: a pinned file cannot be compressed", inode.ino),
+        ));
+    }
     if wants {
         options.new_file_state().store(raw);
         raw.i_inline &= !inline_flag::INLINE_DATA;

@@ -46,11 +46,16 @@ impl Fs {
         let w = self.writer();
         let ctx = self.ctx();
         let target = w.reserved_sections + GC_MARGIN_SECTIONS + 1;
-        let (policy, max_search) = {
+        let (policy, max_search, pin_thresh) = {
             let t = w.tunables.lock();
-            (t.victim_policy(true), t.max_victim_search)
+            (
+                t.victim_policy(true),
+                t.max_victim_search,
+                t.gc_pin_file_thresh,
+            )
         };
         let mut gc_state = w.gc.lock();
+        gc_state.pin_file_thresh = pin_thresh;
         gc_state.stats.foreground_runs += 1;
         let sections = {
             let sm = w.space.lock();
@@ -128,15 +133,20 @@ impl Fs {
     /// bounded by `max_victim_search`. Returns whether a victim was found.
     pub fn garbage_collect(&self, sync: bool) -> Result<bool> {
         self.exclusive(|w| {
-            let (policy, max_search) = {
+            let (policy, max_search, pin_thresh) = {
                 let t = w.tunables.lock();
-                (t.victim_policy(sync), t.max_victim_search)
+                (
+                    t.victim_policy(sync),
+                    t.max_victim_search,
+                    t.gc_pin_file_thresh,
+                )
             };
             if !self.room_to_move_locked()? {
                 return Ok(false);
             }
             let ctx = self.ctx();
             let mut gc_state = w.gc.lock();
+            gc_state.pin_file_thresh = pin_thresh;
             let Some(victim) = gc::select_victim(&ctx, &mut gc_state, policy, max_search) else {
                 return Ok(false);
             };

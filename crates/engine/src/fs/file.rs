@@ -3,9 +3,9 @@
 //! lock shared; attribute changes hold the inode lock exclusively.
 
 use super::locks::{Mode, RangeGuard, WHOLE_FILE};
-use super::{Fs, FsCounter};
+use super::{Fs, FsCounter, Writer};
 use crate::acl::AclKind;
-use crate::data::{self, FallocMode, SeekTarget};
+use crate::data::{self, DataPolicy, FallocMode, SeekTarget};
 use crate::error::{Error, Result};
 use crate::flags::{self, deny_if_immutable, deny_if_locked};
 use crate::inline;
@@ -180,10 +180,14 @@ impl Fs {
     /// blocks wait for each other; large writes go in 1 MiB steps (cleaning
     /// may run between them), all holding the request's blocks.
     pub fn write(&self, ino: u32, offset: u64, buf: &[u8]) -> Result<usize> {
-        self.healthy_writer()?;
-        let blocks = self.whole_clusters(ino, blocks_of(offset, buf.len() as u64));
+        let w = self.healthy_writer()?;
+        let mut policy = self.data_policy.load();
+        let written = blocks_of(offset, buf.len() as u64);
+        policy.fsync_bound = self.note_unsynced(w, ino, &policy, written.end - written.start);
+        // The blocks a write into reservations may zero out around it are held too.
+        let blocks = data::zeroout_window(self.whole_clusters(ino, written), policy.zeroout_blocks);
         // Serialized writes also allocate in file order (per file).
-        let serialize_from = self.data_policy.load().serialize_from;
+        let serialize_from = policy.serialize_from;
         let ordered = serialize_from != 0 && blocks.end - blocks.start >= serialize_from;
         let done = self.with_blocks(ino, blocks, ordered, |range, holds_block_zero| {
             let mut generation = None;
@@ -197,7 +201,7 @@ impl Fs {
                 };
                 // A short step ends the write; so does an error once some
                 // bytes are written (a short write: the caller sees the error next).
-                match self.write_step(ino, step, chunk, range, &mut generation) {
+                match self.write_step(ino, step, chunk, policy, range, &mut generation) {
                     Ok(None) => return Ok(None),
                     Ok(Some(n)) => {
                         done += n;
@@ -215,7 +219,7 @@ impl Fs {
                     holds_block_zero,
                     last: true,
                 };
-                return self.write_step(ino, step, buf, range, &mut generation);
+                return self.write_step(ino, step, buf, policy, range, &mut generation);
             }
             Ok(Some(done))
         })?;
@@ -234,6 +238,7 @@ impl Fs {
         ino: u32,
         step: Step,
         buf: &[u8],
+        policy: DataPolicy,
         range: &RangeGuard,
         generation: &mut Option<u32>,
     ) -> Result<Option<usize>> {
@@ -260,13 +265,25 @@ impl Fs {
             if flags::is_append_only(&inode) && step.offset < inode.size {
                 self.check_unchanged(&inode, step.offset, buf)?;
             }
-            let policy = self.data_policy.load();
             let mode = self.compress_mode();
             crate::compress::write_data(ctx, ino, step.offset, buf, policy, mode, &allocated)
                 .map(Some)
         });
         allocated();
         written
+    }
+
+    /// Counts `blocks` written to `ino` since its last fsync; returns
+    /// whether the file stays within `min_fsync_blocks` (the FSYNC
+    /// in-place policy's test, see `ipu::WriteState::fsync_bound`).
+    fn note_unsynced(&self, w: &Writer, ino: u32, policy: &DataPolicy, blocks: u64) -> bool {
+        let Some(ipu) = policy.ipu else {
+            return false;
+        };
+        let mut unsynced = w.unsynced_blocks.lock();
+        let count = unsynced.entry(ino).or_default();
+        *count = count.saturating_add(blocks);
+        *count <= ipu.min_fsync_blocks as u64
     }
 
     /// EPERM unless writing `buf` at `offset` leaves the bytes an

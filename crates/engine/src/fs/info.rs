@@ -106,7 +106,7 @@ impl Fs {
             let w = self.writer();
             w.space
                 .lock()
-                .set_ssr_threshold(w.reserved_sections + t.min_ssr_sections);
+                .set_ssr_threshold(w.reserved_sections.saturating_add(t.min_ssr_sections));
         }
         Ok(())
     }

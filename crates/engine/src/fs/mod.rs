@@ -50,6 +50,7 @@ mod locks;
 mod namei;
 mod open;
 mod perm;
+mod pin;
 mod quota;
 mod read;
 mod sync;
@@ -67,6 +68,7 @@ use crate::device::Device;
 use crate::error::{Error, Result};
 use crate::gc::GcState;
 use crate::inode::{Ctx, InodeCheck, InodeClock, InodeInfo};
+use crate::ipu::IpuPolicy;
 use crate::lock_order::{self, Level};
 use crate::node::NodeManager;
 use crate::segment::{SegmentManager, SitTable};
@@ -78,7 +80,7 @@ use locks::{InodeGuard, Locks, Mode, RangeGuard};
 use parking_lot::{Mutex, RwLock, RwLockReadGuard};
 use std::collections::{BTreeSet, HashMap};
 use std::ops::Range;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -137,6 +139,12 @@ struct Writer {
     /// next one (the kernel's SBI_NEED_CP).
     need_checkpoint: AtomicBool,
     open_counts: Mutex<HashMap<u32, u32>>,
+    /// Blocks written per file since its last fsync (the FSYNC in-place
+    /// policy); emptied at checkpoints, so it holds only files written since.
+    unsynced_blocks: Mutex<HashMap<u32, u64>>,
+    /// Bytes written other than in-place data (`IoStats::written_but_in_place`)
+    /// known to be on the disk: a flush began after they were written.
+    durable_written: AtomicU64,
     /// Set after an error that may have left the in-memory state ahead of the
     /// disk: no further checkpoint may be written.
     failed: AtomicBool,
@@ -171,32 +179,55 @@ pub struct Fs {
     data_policy: DataPolicyCell,
 }
 
-/// [`DataPolicy`] in atomics (`max_folio_order`, `serialized_dio_pages`).
+/// [`DataPolicy`] in atomics (`max_folio_order`, `serialized_dio_pages`,
+/// the in-place update tunables, `extent_zeroout_len`).
 struct DataPolicyCell {
     folio_order: AtomicU8,
     serialized_dio_pages: AtomicU32,
+    ipu_policy: AtomicU8,
+    min_ipu_util: AtomicU8,
+    min_fsync_blocks: AtomicU32,
+    zeroout_blocks: AtomicU32,
 }
 
 impl DataPolicyCell {
     fn new(tunables: &Tunables) -> DataPolicyCell {
-        DataPolicyCell {
-            folio_order: AtomicU8::new(tunables.max_folio_order),
-            serialized_dio_pages: AtomicU32::new(tunables.serialized_dio_pages),
-        }
+        let cell = DataPolicyCell {
+            folio_order: AtomicU8::new(0),
+            serialized_dio_pages: AtomicU32::new(0),
+            ipu_policy: AtomicU8::new(0),
+            min_ipu_util: AtomicU8::new(0),
+            min_fsync_blocks: AtomicU32::new(0),
+            zeroout_blocks: AtomicU32::new(0),
+        };
+        cell.store(tunables);
+        cell
     }
 
     fn store(&self, tunables: &Tunables) {
-        self.folio_order
-            .store(tunables.max_folio_order, Ordering::Relaxed);
+        let r = Ordering::Relaxed;
+        self.folio_order.store(tunables.max_folio_order, r);
         self.serialized_dio_pages
-            .store(tunables.serialized_dio_pages, Ordering::Relaxed);
+            .store(tunables.serialized_dio_pages, r);
+        self.ipu_policy.store(tunables.ipu.bits, r);
+        self.min_ipu_util.store(tunables.ipu.min_ipu_util, r);
+        self.min_fsync_blocks
+            .store(tunables.ipu.min_fsync_blocks, r);
+        self.zeroout_blocks.store(tunables.extent_zeroout_len, r);
     }
 
+    /// The policy of callers' writes (and reads, which use only the units).
     fn load(&self) -> DataPolicy {
-        DataPolicy::new(
-            self.folio_order.load(Ordering::Relaxed),
-            self.serialized_dio_pages.load(Ordering::Relaxed),
-        )
+        let r = Ordering::Relaxed;
+        DataPolicy {
+            ipu: Some(IpuPolicy {
+                bits: self.ipu_policy.load(r),
+                min_ipu_util: self.min_ipu_util.load(r),
+                min_fsync_blocks: self.min_fsync_blocks.load(r),
+            }),
+            zeroout_blocks: self.zeroout_blocks.load(r) as u64,
+            ..DataPolicy::new(self.folio_order.load(r), self.serialized_dio_pages.load(r))
+        }
     }
 }
 

@@ -21,7 +21,7 @@ use f2fuse_layout::*;
 use parking_lot::{Mutex, RwLock, RwLockReadGuard};
 use std::collections::{BTreeSet, HashMap};
 use std::path::Path;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -151,7 +151,7 @@ impl Fs {
         }
         let sit = SitTable::load(&fs.dev, sb, &fs.cp.read())?;
         let mut space = SegmentManager::new(&fs.dev, sb, &fs.cp.read(), &sit)?;
-        space.set_ssr_threshold(reserved_sections + tuned.min_ssr_sections);
+        space.set_ssr_threshold(reserved_sections.saturating_add(tuned.min_ssr_sections));
         let usage_nodes: u64 = sit.usage(&fs.cp.read()).valid_node_blocks;
         if usage_nodes != space.valid_nodes() as u64 {
             return Err(Corrupt::new(
@@ -174,6 +174,8 @@ impl Fs {
             orphans: Mutex::new(orphans),
             need_checkpoint: AtomicBool::new(false),
             open_counts: Mutex::new(HashMap::new()),
+            unsynced_blocks: Mutex::new(HashMap::new()),
+            durable_written: AtomicU64::new(0),
             failed: AtomicBool::new(false),
             last_checkpoint: Mutex::new(Duration::ZERO),
             clock: Clock {

@@ -30,6 +30,7 @@ impl Fs {
             let _op = self.write_guard()?;
             let _inode = self.locks().inode(ino, Mode::Exclusive);
             let inode = self.caller_inode(&self.ctx(), ino)?;
+            w.unsynced_blocks.lock().remove(&ino);
             let reason = self.checkpoint_reason(w, &inode);
             if reason.is_none() {
                 if let Err(e) = self.write_fsync_chain(w, ino) {
@@ -80,15 +81,33 @@ impl Fs {
         let _order = lock_order::acquire(Level::Chain, 0, false);
         let _chain = w.chain_lock.lock();
         let Some(nodes) = self.nm.fsync_nodes_of(ino)? else {
-            return self.dev.flush();
+            return self.flush_recording();
         };
         let dent = self.nm.needs_dentry_mark(ino);
-        // A node must never reach the disk before the data it points at.
-        self.dev.flush()?;
+        // A node must never reach the disk before the data it points at, nor
+        // before the node log blocks recovery walks to reach it. If nothing
+        // but in-place data was written since the last flush, the nodes can
+        // only point at blocks on the disk already or rewritten in place
+        // (whose address was valid before): one flush serves data and nodes.
+        if self.dev.io_stats().written_but_in_place() != w.durable_written.load(Ordering::Acquire) {
+            self.flush_recording()?;
+        }
         let stamp = self.node_stamp(&self.cp.read());
         self.nm
             .write_nodes(&w.space, stamp, nodes, NodeMarks::Fsync { dent })?;
-        self.dev.flush()
+        self.flush_recording()
+    }
+
+    /// Flushes the device and records how much of what is not in-place
+    /// data is now durable: what was written when the flush began (a
+    /// write's node is published only after its data write returned).
+    fn flush_recording(&self) -> Result<()> {
+        let written = self.dev.io_stats().written_but_in_place();
+        self.dev.flush()?;
+        self.writer()
+            .durable_written
+            .fetch_max(written, Ordering::AcqRel);
+        Ok(())
     }
 
     /// Clears LOST_PINO when the inode's one name is again the one its
@@ -179,6 +198,7 @@ impl Fs {
         space.commit_checkpoint();
         self.nm.commit_checkpoint(nat);
         w.need_checkpoint.store(false, Ordering::Relaxed);
+        w.unsynced_blocks.lock().clear();
         *w.last_checkpoint.lock() = w.clock.since_mount();
         Ok(())
     }
