@@ -1093,15 +1093,7 @@ fn f2fuse_cut_image(img: &Path, mirror: &Path) {
     drop(fs);
     let image = dev.snapshot();
     // Every fsync went to the chain: no checkpoint since.
-    let chain_dev = Device::new(Box::new(MemDevice::from_bytes(image.clone())));
-    let sb = load_superblock(&chain_dev).unwrap().sb;
-    let cp = load_checkpoint(&chain_dev, &sb).unwrap();
-    let mut chain = 0;
-    walk_chain(&chain_dev, &sb, &cp, |_| {
-        chain += 1;
-        Ok(())
-    })
-    .unwrap();
+    let chain = fsync_chain_blocks(&image);
     assert!(chain >= 5, "fsyncs left a chain of {chain} blocks");
     fs::write(img, image).unwrap();
 }
@@ -1258,4 +1250,431 @@ fn kernel_written_images_open_in_f2fuse() {
         &normalize(&run.section("f2fuse-cut")),
     );
     assert_fsck(&ours, "the kernel's roll-forward of f2fuse's fsync chain");
+}
+
+/// Number of blocks in the fsync chain of `image` after its checkpoint.
+fn fsync_chain_blocks(image: &[u8]) -> usize {
+    let dev = Device::new(Box::new(MemDevice::from_bytes(image.to_vec())));
+    let sb = load_superblock(&dev).unwrap().sb;
+    let cp = load_checkpoint(&dev, &sb).unwrap();
+    let mut chain = 0;
+    walk_chain(&dev, &sb, &cp, |_| {
+        chain += 1;
+        Ok(())
+    })
+    .unwrap();
+    chain
+}
+
+/// An image f2fuse left as a power cut would under `ipu_policy`: three
+/// files checkpointed, then small rewrites in place fsync'd, a new file
+/// and an append with a rewrite fsync'd into the chain between them, a
+/// partial block rewritten in place and fsync'd, blocks only the chain
+/// maps rewritten in place and fsync'd, and one block of `unsynced`
+/// rewritten but never fsync'd. `mirror` gets the files with
+/// every write; returns `unsynced`'s checkpointed contents (a power cut
+/// may leave either).
+fn ipu_cut_image(img: &Path, mirror: &Path, ipu_policy: u64) -> Vec<u8> {
+    let dev = Arc::new(MemDevice::new(96 << 20));
+    format(
+        &Device::new(Box::new(dev.clone())),
+        &MkfsOptions::default(),
+        true,
+    )
+    .unwrap();
+    let fs = Fs::open_writable(Box::new(dev.clone())).unwrap();
+    // A main area under 16 GiB: the kernel's default FORCE | HONOR_OPU_WRITE.
+    assert_eq!(fs.tunable("ipu_policy").unwrap(), 129);
+    fs.set_tunable("ipu_policy", ipu_policy).unwrap();
+    fs.set_tunable("cp_interval", 3600).unwrap();
+    fs::create_dir_all(mirror).unwrap();
+    let mut rng = Rng(0x1b0 ^ ipu_policy);
+    let mut put = |ino: u32, name: &str, offset: u64, len: usize| {
+        let data = random_bytes(&mut rng, len);
+        fs.write(ino, offset, &data).unwrap();
+        let host = fs::OpenOptions::new()
+            .create(true)
+            .write(true)
+            .truncate(false)
+            .open(mirror.join(name))
+            .unwrap();
+        std::os::unix::fs::FileExt::write_all_at(&host, &data, offset).unwrap();
+    };
+    let mut create = |name: &str, blocks: usize| {
+        let ino = fs.create(ROOT, name.as_bytes(), 0o644, 0, 0).unwrap().ino;
+        put(ino, name, 0, blocks * 4096);
+        ino
+    };
+    let rewritten = create("rewritten", 64);
+    let appended = create("appended", 40);
+    let unsynced = create("unsynced", 16);
+    fs.checkpoint().unwrap();
+    let old_unsynced = fs::read(mirror.join("unsynced")).unwrap();
+    let in_place = |fs: &Fs| -> u64 { fs.status().unwrap().alloc.in_place_writes.iter().sum() };
+    let before = in_place(&fs);
+
+    put(rewritten, "rewritten", 3 * 4096, 4096);
+    put(rewritten, "rewritten", 10 * 4096, 3 * 4096);
+    fs.fsync(rewritten).unwrap();
+    let new = fs.create(ROOT, b"new", 0o644, 0, 0).unwrap().ino;
+    put(new, "new", 0, 20 * 4096);
+    fs.fsync(new).unwrap();
+    put(appended, "appended", 0, 4096);
+    put(appended, "appended", 40 * 4096, 5 * 4096 + 77);
+    fs.fsync(appended).unwrap();
+    put(rewritten, "rewritten", 20 * 4096 + 100, 1000);
+    fs.fsync(rewritten).unwrap();
+    // Blocks that only the chain maps, rewritten in place and fsync'd.
+    put(new, "new", 2 * 4096, 4096);
+    fs.fsync(new).unwrap();
+    put(appended, "appended", 42 * 4096 + 10, 300);
+    fs.fsync(appended).unwrap();
+    put(unsynced, "unsynced", 4096, 4096);
+    // Rewrites of at most min_fsync_blocks between fsyncs: in place under
+    // both policies.
+    assert!(
+        in_place(&fs) >= before + 8,
+        "ipu_policy {ipu_policy}: {} blocks written in place",
+        in_place(&fs) - before
+    );
+    drop(fs);
+    let image = dev.snapshot();
+    let chain = fsync_chain_blocks(&image);
+    assert!(chain >= 4, "fsyncs left a chain of {chain} blocks");
+    fs::write(img, image).unwrap();
+    old_unsynced
+}
+
+/// `f2fs_io fiemap` output (`N<tab>LOGICAL PHYSICAL LENGTH FLAGS`, hex
+/// bytes) as (file block, block address, blocks), contiguous runs merged.
+fn kernel_fiemap(out: &str) -> Vec<(u64, u64, u64)> {
+    let runs = out.lines().filter_map(|l| {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        f.first()?.parse::<u32>().ok()?;
+        let hex = |i: usize| u64::from_str_radix(f[i], 16).unwrap() / 4096;
+        Some((hex(1), hex(2), hex(3)))
+    });
+    merged_runs(runs)
+}
+
+/// f2fuse's extents of `ino` as (file block, block address, blocks),
+/// contiguous runs merged.
+fn engine_extents(fs: &Fs, ino: u32) -> Vec<(u64, u64, u64)> {
+    let inode = fs.inode(ino).unwrap();
+    let runs = fs.extents(&inode).unwrap();
+    merged_runs(runs.into_iter().map(|(b, a, n)| (b, a as u64, n)))
+}
+
+fn merged_runs(runs: impl Iterator<Item = (u64, u64, u64)>) -> Vec<(u64, u64, u64)> {
+    let mut out: Vec<(u64, u64, u64)> = Vec::new();
+    for (block, addr, len) in runs {
+        match out.last_mut() {
+            Some(last) if last.0 + last.2 == block && last.1 + last.2 == addr => last.2 += len,
+            _ => out.push((block, addr, len)),
+        }
+    }
+    out
+}
+
+/// `f2fs_io pinfile get`: whether pinned, and its `i_gc_failures`.
+fn kernel_pin(line: &str) -> (bool, u32) {
+    let rest = line
+        .split_once("get_pin_file: ")
+        .unwrap_or_else(|| panic!("pinfile get said {line:?}"))
+        .1;
+    let failures = rest
+        .split(" with ")
+        .nth(1)
+        .and_then(|r| r.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("pinfile get said {line:?}"));
+    (!rest.starts_with("un-pinned"), failures)
+}
+
+/// f2fuse pins a file, preallocates it and writes into it, then truncates
+/// it so that its last section is a cheap victim for cleaning. Returns
+/// the file's inode and extents.
+fn f2fuse_pinned_image(img: &Path) -> (u32, Vec<(u64, u64, u64)>) {
+    f2fuse(&["mkfs", "-q", "--size", "96M", arg(img)]);
+    let fs = open_writable(img);
+    let mut rng = Rng(0x919);
+    let ino = fs.create(ROOT, b"pinned", 0o644, 0, 0).unwrap().ino;
+    fs.set_pin_file(ino, true).unwrap();
+    fs.fallocate(
+        ino,
+        0,
+        PINNED_BLOCKS * 4096 * 3 / 2,
+        f2fuse_engine::FallocMode::Allocate { keep_size: false },
+    )
+    .unwrap();
+    fs.write(ino, 0, &random_bytes(&mut rng, 300 * 4096))
+        .unwrap();
+    fs.write(ino, 700 * 4096 + 5, &random_bytes(&mut rng, 10 * 4096))
+        .unwrap();
+    fs.setattr(
+        ino,
+        &SetAttr {
+            size: Some(PINNED_BLOCKS * 4096),
+            ..SetAttr::default()
+        },
+    )
+    .unwrap();
+    for i in 0..8 {
+        let f = fs
+            .create(ROOT, format!("other_{i}").as_bytes(), 0o644, 0, 0)
+            .unwrap()
+            .ino;
+        fs.write(f, 0, &random_bytes(&mut rng, 300 * 4096)).unwrap();
+    }
+    let extents = engine_extents(&fs, ino);
+    assert_eq!(
+        extents.len(),
+        1,
+        "pinned blocks not contiguous: {extents:?}"
+    );
+    fs.unmount().unwrap();
+    (ino, extents)
+}
+
+/// Blocks of the pinned files: two sections and a bit (2 MiB sections).
+const PINNED_BLOCKS: u64 = 1100;
+
+/// The kernel pins a file at $1, preallocates 3 sections and writes into it.
+const KERNEL_PINS_SH: &str = r#"
+kernel_pins() {
+    touch "$1"
+    f2fs_io pinfile set "$1"
+    f2fs_io fallocate 0 0 6291456 "$1"
+    dd if=/dev/urandom of="$1" bs=4096 count=300 conv=notrunc 2>/dev/null
+    dd if=/dev/urandom of="$1" bs=4096 seek=1000 count=10 conv=notrunc 2>/dev/null
+    sync
+}
+"#;
+
+#[test]
+fn in_place_updates_and_pinned_files_agree_with_the_kernel() {
+    if !vm_available() {
+        return;
+    }
+    let scratch = Scratch::new("kvm-ipu");
+    // (a) In-place updates and fsync chains, cut before any checkpoint.
+    let policies = [129u64, 16];
+    let mut cut = Vec::new();
+    for policy in policies {
+        let img = scratch.join(format!("ipu-{policy}.img"));
+        let mirror = scratch.join(format!("ipu-{policy}-mirror"));
+        let old_unsynced = ipu_cut_image(&img, &mirror, policy);
+        let with_new = host_manifest(&mirror);
+        fs::write(mirror.join("unsynced"), old_unsynced).unwrap();
+        let with_old = host_manifest(&mirror);
+        cut.push((policy, img, with_new, with_old));
+    }
+    // (b) A file f2fuse pinned.
+    let ours = scratch.join("pinned-ours.img");
+    let (pinned_ino, pinned_extents) = f2fuse_pinned_image(&ours);
+    assert_fsck(&ours, "f2fuse's pinned file");
+    let ours_before = f2fuse_manifest(&scratch, &ours, "pinned-ours");
+    // (c) A file the kernel pins.
+    let theirs = scratch.join("pinned-kernel.img");
+    // Large enough that f2fuse's data logs stay out of SSR, which would
+    // fill the pinned file's last section.
+    mkfs_f2fs(&theirs, 256 << 20, &[]);
+
+    let mut script = vm_prologue();
+    script.push_str(KERNEL_CLEANS_SH);
+    script.push_str(KERNEL_PINS_SH);
+    script.push_str(&format!(
+        "mkdir -p /mnt/a /mnt/b /mnt/p /mnt/k\n\
+         mount -t f2fs /dev/vda /mnt/a\nsection ipu-129 manifest /mnt/a\numount /mnt/a\n\
+         mount -t f2fs /dev/vdb /mnt/b\nsection ipu-16 manifest /mnt/b\numount /mnt/b\n\
+         mount -t f2fs /dev/vdc /mnt/p\n\
+         echo \"PIN ours $(f2fs_io pinfile get /mnt/p/pinned)\"\n\
+         section ours-fiemap f2fs_io fiemap 0 {PINNED_BLOCKS} /mnt/p/pinned\n\
+         section ours-before manifest /mnt/p\n\
+         kernel_cleans /mnt/p vdc\n\
+         dd if=/dev/urandom of=/mnt/p/pinned bs=4096 seek=50 count=2 conv=notrunc 2>/dev/null\n\
+         sync\n\
+         echo \"PIN ours-after-gc $(f2fs_io pinfile get /mnt/p/pinned)\"\n\
+         section ours-fiemap-after-gc f2fs_io fiemap 0 {PINNED_BLOCKS} /mnt/p/pinned\n\
+         section ours-after manifest /mnt/p\numount /mnt/p\n\
+         mount -t f2fs /dev/vdd /mnt/k\nkernel_pins /mnt/k/kpinned\n\
+         echo \"PIN theirs $(f2fs_io pinfile get /mnt/k/kpinned)\"\n\
+         section theirs-fiemap f2fs_io fiemap 0 1536 /mnt/k/kpinned\n\
+         umount /mnt/k\nmount -t f2fs /dev/vdd /mnt/k\nsection theirs manifest /mnt/k\numount /mnt/k\n"
+    ));
+    script.push_str(VM_EPILOGUE);
+    let disks: Vec<&Path> = vec![&cut[0].1, &cut[1].1, &ours, &theirs];
+    let run = run_vm(&scratch, &disks, &script);
+    run.assert_kernel_quiet();
+    let pins: BTreeMap<String, (bool, u32)> = run
+        .values("PIN")
+        .iter()
+        .map(|l| {
+            let (what, rest) = l.split_once(' ').unwrap();
+            (what.to_string(), kernel_pin(rest))
+        })
+        .collect();
+    eprintln!(
+        "kernel pin reports: {pins:?}\nkernel GC: {:#?}",
+        run.values("GC")
+    );
+
+    // (a) The kernel's roll-forward gives every fsync'd byte; the block
+    // never fsync'd reads old or new; fsck.f2fs is clean after its unmount.
+    for (policy, img, with_new, with_old) in &cut {
+        let got = normalize(&run.section(&format!("ipu-{policy}")));
+        let unsynced = if got == *with_old { "old" } else { "new" };
+        eprintln!("ipu_policy {policy}: the kernel reads the never-fsync'd block {unsynced}");
+        if got != *with_old {
+            assert_same(
+                &format!("ipu_policy {policy}: the kernel's roll-forward of f2fuse's image"),
+                with_new,
+                &got,
+            );
+        }
+        assert_fsck(img, &format!("the kernel's recovery (ipu_policy {policy})"));
+    }
+
+    // (b) The kernel sees f2fuse's pinned file pinned, at f2fuse's blocks,
+    // with f2fuse's bytes; its urgent cleaning tries the section and leaves
+    // the file; the kernel's own rewrite of it stays in place.
+    assert_same(
+        "the kernel's view of f2fuse's pinned file",
+        &ours_before,
+        &normalize(&run.section("ours-before")),
+    );
+    assert_eq!(pins["ours"], (true, 0), "{}", run.out);
+    assert_eq!(
+        kernel_fiemap(&run.section("ours-fiemap")),
+        pinned_extents,
+        "the kernel's fiemap of f2fuse's pinned file"
+    );
+    assert_eq!(
+        kernel_fiemap(&run.section("ours-fiemap-after-gc")),
+        pinned_extents,
+        "the kernel's cleaner moved f2fuse's pinned file"
+    );
+    let gc = run.values("GC");
+    let moved: u64 = gc
+        .last()
+        .and_then(|l| l.split("Try to move ").nth(1))
+        .and_then(|l| l.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no GC counters: {gc:?}"));
+    assert!(moved > 0, "the kernel's cleaner tried nothing: {gc:?}");
+    let (still_pinned, kernel_failures) = pins["ours-after-gc"];
+    assert!(
+        still_pinned,
+        "the kernel unpinned f2fuse's file: {}",
+        run.out
+    );
+    assert_fsck(&ours, "the kernel's cleaning around f2fuse's pinned file");
+    assert_same(
+        "f2fuse's view after the kernel's cleaning",
+        &normalize(&run.section("ours-after")),
+        &f2fuse_manifest(&scratch, &ours, "pinned-ours-after"),
+    );
+    let fs = Fs::open_path(&ours, OpenOptions::default()).unwrap();
+    assert!(fs.is_pinned(pinned_ino).unwrap());
+    assert_eq!(fs.get_pin_file(pinned_ino).unwrap(), kernel_failures);
+    drop(fs);
+
+    // (c) f2fuse reads the kernel's pinned file, sees it pinned at the
+    // kernel's blocks, rewrites it in place; its cleaner leaves it.
+    assert_fsck(&theirs, "the kernel's pinned file");
+    assert_same(
+        "f2fuse's view of the kernel's pinned file",
+        &normalize(&run.section("theirs")),
+        &f2fuse_manifest(&scratch, &theirs, "pinned-theirs"),
+    );
+    assert_eq!(pins["theirs"], (true, 0), "{}", run.out);
+    let fs = open_writable(&theirs);
+    let ino = fs.lookup(ROOT, b"kpinned").unwrap().ino;
+    assert!(fs.is_pinned(ino).unwrap());
+    assert_eq!(fs.get_pin_file(ino).unwrap(), 0);
+    let kernel_extents = kernel_fiemap(&run.section("theirs-fiemap"));
+    assert_eq!(engine_extents(&fs, ino), kernel_extents);
+    assert_eq!(
+        kernel_extents.len(),
+        1,
+        "the kernel's pinned blocks: {kernel_extents:?}"
+    );
+    // Its last section becomes a cheap victim; other files churn.
+    fs.setattr(
+        ino,
+        &SetAttr {
+            size: Some(PINNED_BLOCKS * 4096),
+            ..SetAttr::default()
+        },
+    )
+    .unwrap();
+    let mut rng = Rng(0x7e1);
+    for round in 0..6 {
+        for i in 0..20 {
+            let name = format!("churn_{i}");
+            if round > 0 {
+                fs.unlink(ROOT, name.as_bytes()).unwrap();
+            }
+            let f = fs.create(ROOT, name.as_bytes(), 0o644, 0, 0).unwrap().ino;
+            fs.write(f, 0, &random_bytes(&mut rng, 64 * 4096)).unwrap();
+        }
+        fs.checkpoint().unwrap();
+    }
+    let kept = engine_extents(&fs, ino);
+    let in_place = |fs: &Fs| -> u64 { fs.status().unwrap().alloc.in_place_writes.iter().sum() };
+    let before = in_place(&fs);
+    fs.write(ino, 5 * 4096, &random_bytes(&mut rng, 3 * 4096))
+        .unwrap();
+    fs.write(ino, 1050 * 4096 + 9, &random_bytes(&mut rng, 4000))
+        .unwrap();
+    fs.fsync(ino).unwrap();
+    assert!(
+        in_place(&fs) >= before + 4,
+        "rewrites of the pinned file not in place"
+    );
+    assert_eq!(
+        engine_extents(&fs, ino),
+        kept,
+        "a rewrite moved a pinned block"
+    );
+    for _ in 0..20 {
+        fs.garbage_collect(true).unwrap();
+    }
+    assert_eq!(
+        engine_extents(&fs, ino),
+        kept,
+        "cleaning moved a pinned block"
+    );
+    let gc = fs.gc_stats();
+    assert!(
+        gc.pinned_sections_skipped > 0,
+        "the cleaner never met the pinned file: {gc:?}"
+    );
+    let failures = fs.get_pin_file(ino).unwrap();
+    eprintln!("f2fuse's cleaning: {gc:?}; i_gc_failures {failures}");
+    fs.unmount().unwrap();
+    assert_fsck(
+        &theirs,
+        "f2fuse's rewrites and cleaning of the kernel's pinned file",
+    );
+    let ours_now = f2fuse_manifest(&scratch, &theirs, "pinned-theirs-after");
+
+    // The kernel reads back what f2fuse wrote, the file still pinned there.
+    let script = format!(
+        "{}mkdir -p /mnt/k\nmount -t f2fs /dev/vda /mnt/k\n\
+         echo \"PIN theirs $(f2fs_io pinfile get /mnt/k/kpinned)\"\n\
+         section theirs-fiemap f2fs_io fiemap 0 {PINNED_BLOCKS} /mnt/k/kpinned\n\
+         section theirs manifest /mnt/k\numount /mnt/k\n{VM_EPILOGUE}",
+        vm_prologue()
+    );
+    let run = run_vm(&scratch, &[&theirs], &script);
+    run.assert_kernel_quiet();
+    assert_eq!(kernel_pin(&run.values("PIN")[0]), (true, failures));
+    assert_eq!(kernel_fiemap(&run.section("theirs-fiemap")), kept);
+    assert_same(
+        "the kernel's view of f2fuse's rewrites of its pinned file",
+        &ours_now,
+        &normalize(&run.section("theirs")),
+    );
+    assert_fsck(&theirs, "the kernel's mount after f2fuse's rewrites");
 }
