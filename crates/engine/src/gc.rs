@@ -49,9 +49,14 @@ pub struct GcState {
     /// Sections holding blocks of pinned files: no victim until a file is
     /// unpinned (the kernel's pinned_secmap, kept here until then).
     pub pinned_sections: std::collections::BTreeSet<u32>,
-    /// `gc_pin_file_thresh`: a pinned file found in the cleaner's way more
-    /// often than this is unpinned (the kernel's f2fs_pin_file_control).
+    /// `gc_pin_file_thresh`: a pinned file found in foreground cleaning's
+    /// way more often than this is unpinned (the kernel's
+    /// f2fs_pin_file_control).
     pub pin_file_thresh: u16,
+    /// Whether the cleaning under way is foreground: only that counts a
+    /// pinned file's `i_gc_failures`, as the kernel's FG_GC (its
+    /// background and urgent cleaning leave the count alone).
+    pub foreground: bool,
 }
 
 /// Picks a victim section (returns its first segment), or `None`.
@@ -237,7 +242,9 @@ fn move_data(ctx: &Ctx, state: &mut GcState, blkaddr: u32, sum: Summary) -> Resu
         return Ok(Moved::All);
     }
     if ctx.inode(ino)?.has_inline(inline_flag::PIN_FILE) {
-        note_pinned_failure(ctx, state, ino)?;
+        if state.foreground {
+            note_pinned_failure(ctx, state, ino)?;
+        }
         return Ok(Moved::StoppedAtPinned);
     }
     let data = ctx.dev.read_block(IoKind::GcData, blkaddr as u64)?;

@@ -228,17 +228,7 @@ fn pinned_files_get_whole_cold_sections_and_keep_their_addresses() {
     fs.write(ino, 700 * BS as u64, &block(8, 1)).unwrap();
     assert_eq!(addresses(&fs, ino, blocks), addrs);
     // Churn so that the pinned sections look like victims, then clean.
-    for round in 0..6 {
-        for i in 0..20u32 {
-            let name = format!("c{i}");
-            if round > 0 {
-                fs.unlink(ROOT, name.as_bytes()).unwrap();
-            }
-            let f = fs.create(ROOT, name.as_bytes(), 0o644, 0, 0).unwrap().ino;
-            fs.write(f, 0, &block(round as u8, 64)).unwrap();
-        }
-        fs.checkpoint().unwrap();
-    }
+    churn(&fs);
     // Only preallocation, as f2fs: no holes punched into a pinned file.
     let punch = fs.fallocate(ino, 0, BS as u64, FallocMode::PunchHole);
     assert_eq!(punch.unwrap_err().to_errno(), libc::EOPNOTSUPP);
@@ -269,6 +259,62 @@ fn pinned_files_get_whole_cold_sections_and_keep_their_addresses() {
     // The pin survives a remount.
     let fs = open(&img, &[]);
     assert!(fs.is_pinned(ino).unwrap());
+    finish(fs, &img);
+}
+
+/// Files replaced round after round, a checkpoint after each, so that
+/// sections around a pinned file fill and empty.
+fn churn(fs: &Fs) {
+    for round in 0..6 {
+        for i in 0..20u32 {
+            let name = format!("c{i}");
+            if round > 0 {
+                fs.unlink(ROOT, name.as_bytes()).unwrap();
+            }
+            let f = fs.create(ROOT, name.as_bytes(), 0o644, 0, 0).unwrap().ino;
+            fs.write(f, 0, &block(round as u8, 64)).unwrap();
+        }
+        fs.checkpoint().unwrap();
+    }
+}
+
+#[test]
+fn only_foreground_cleaning_counts_a_pinned_files_failures() {
+    if !require_f2fs_tools() {
+        return;
+    }
+    let scratch = Scratch::new("ipu-pin-bg");
+    let img = new_image(&scratch, 128 << 20);
+    let fs = open(&img, &[("ipu_policy", 0)]);
+    let ino = fs.create(ROOT, b"pinned", 0o644, 0, 0).unwrap().ino;
+    fs.set_pin_file(ino, true).unwrap();
+    let alloc = FallocMode::Allocate { keep_size: false };
+    fs.fallocate(ino, 0, 1024 * BS as u64, alloc).unwrap();
+    churn(&fs);
+    // 384 blocks left: the file's second section is a cheap victim.
+    let attr = SetAttr {
+        size: Some(384 * BS as u64),
+        ..Default::default()
+    };
+    fs.setattr(ino, &attr).unwrap();
+    fs.checkpoint().unwrap();
+    let kept = addresses(&fs, ino, 384);
+    // Background cleaning (the kernel's BG_GC, also its gc_urgent) leaves
+    // the section without counting a failure.
+    for _ in 0..20 {
+        fs.garbage_collect(false).unwrap();
+    }
+    assert!(fs.status().unwrap().gc.pinned_sections_skipped > 0);
+    assert_eq!(fs.get_pin_file(ino).unwrap(), 0);
+    // Foreground cleaning counts it; re-pinning makes the section a
+    // candidate again.
+    fs.set_pin_file(ino, false).unwrap();
+    fs.set_pin_file(ino, true).unwrap();
+    for _ in 0..20 {
+        fs.garbage_collect(true).unwrap();
+    }
+    assert_eq!(fs.get_pin_file(ino).unwrap(), 1);
+    assert_eq!(addresses(&fs, ino, 384), kept);
     finish(fs, &img);
 }
 

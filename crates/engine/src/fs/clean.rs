@@ -56,6 +56,7 @@ impl Fs {
         };
         let mut gc_state = w.gc.lock();
         gc_state.pin_file_thresh = pin_thresh;
+        gc_state.foreground = true;
         gc_state.stats.foreground_runs += 1;
         let sections = {
             let sm = w.space.lock();
@@ -147,6 +148,7 @@ impl Fs {
             let ctx = self.ctx();
             let mut gc_state = w.gc.lock();
             gc_state.pin_file_thresh = pin_thresh;
+            gc_state.foreground = sync;
             let Some(victim) = gc::select_victim(&ctx, &mut gc_state, policy, max_search) else {
                 return Ok(false);
             };
