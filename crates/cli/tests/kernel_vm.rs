@@ -1436,6 +1436,71 @@ fn f2fuse_pinned_image(img: &Path) -> (u32, Vec<(u64, u64, u64)>) {
     (ino, extents)
 }
 
+/// Through an `f2fuse mount` of a new image at `mnt`, the host's `f2fs_io`
+/// pins a file (the ioctl through FUSE), preallocates 4 MiB and writes
+/// 300 blocks, fsync'd; then the daemon is killed (SIGKILL: no checkpoint,
+/// the fsync chain holds it all). `mirror` gets the file as it must read.
+/// False (with a note) where FUSE mounts cannot be made.
+fn pinned_through_mount_then_killed(img: &Path, mnt: &Path, mirror: &Path) -> bool {
+    if !Path::new("/dev/fuse").exists() || find_tool("fusermount3").is_none() {
+        eprintln!(
+            "kernel VM test: no /dev/fuse or fusermount3: the mount's pinned file is skipped"
+        );
+        return false;
+    }
+    f2fuse(&["mkfs", "-q", "--size", "96M", arg(img)]);
+    fs::create_dir_all(mnt).unwrap();
+    let mut daemon = Command::new(env!("CARGO_BIN_EXE_f2fuse"))
+        .args(["mount", arg(img), arg(mnt), "-f"])
+        .spawn()
+        .expect("f2fuse mount");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !is_mounted(mnt) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "f2fuse mount did not come up"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let file = mnt.join("mpinned");
+    let f2fs_io = |args: &[&str]| {
+        let out = Command::new("f2fs_io")
+            .args(args)
+            .arg(&file)
+            .output()
+            .expect("f2fs_io");
+        assert!(
+            out.status.success(),
+            "f2fs_io {args:?} through the mount: {out:?}"
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    fs::File::create(&file).unwrap();
+    f2fs_io(&["pinfile", "set"]);
+    assert_eq!(kernel_pin(&f2fs_io(&["pinfile", "get"])), (true, 0));
+    f2fs_io(&["fallocate", "0", "0", "4194304"]);
+    let data = random_bytes(&mut Rng(0x3a7), 300 * 4096);
+    let handle = fs::OpenOptions::new().write(true).open(&file).unwrap();
+    std::os::unix::fs::FileExt::write_all_at(&handle, &data, 0).unwrap();
+    handle.sync_all().unwrap();
+    daemon.kill().unwrap();
+    daemon.wait().unwrap();
+    let status = Command::new("fusermount3")
+        .arg("-u")
+        .arg("-z")
+        .arg(mnt)
+        .status()
+        .unwrap();
+    assert!(status.success(), "fusermount3 -u -z");
+    let chain = fsync_chain_blocks(&fs::read(img).unwrap());
+    assert!(chain > 0, "the mount's fsync left no chain");
+    let mut expect = data;
+    expect.resize(4 << 20, 0);
+    fs::create_dir_all(mirror).unwrap();
+    fs::write(mirror.join("mpinned"), expect).unwrap();
+    true
+}
+
 /// Blocks of the pinned files: two sections and a bit (2 MiB sections).
 const PINNED_BLOCKS: u64 = 1100;
 
@@ -1479,6 +1544,11 @@ fn in_place_updates_and_pinned_files_agree_with_the_kernel() {
     // Large enough that f2fuse's data logs stay out of SSR, which would
     // fill the pinned file's last section.
     mkfs_f2fs(&theirs, 256 << 20, &[]);
+    // (b) through the mount, the daemon killed after the fsync.
+    let killed = scratch.join("pinned-mount.img");
+    let killed_mirror = scratch.join("pinned-mount-mirror");
+    let through_mount =
+        pinned_through_mount_then_killed(&killed, &scratch.join("mnt"), &killed_mirror);
 
     let mut script = vm_prologue();
     script.push_str(KERNEL_CLEANS_SH);
@@ -1502,8 +1572,20 @@ fn in_place_updates_and_pinned_files_agree_with_the_kernel() {
          section theirs-fiemap f2fs_io fiemap 0 1536 /mnt/k/kpinned\n\
          umount /mnt/k\nmount -t f2fs /dev/vdd /mnt/k\nsection theirs manifest /mnt/k\numount /mnt/k\n"
     ));
+    if through_mount {
+        script.push_str(
+            "mkdir -p /mnt/m
+mount -t f2fs /dev/vde /mnt/m
+             echo \"PIN mount $(f2fs_io pinfile get /mnt/m/mpinned)\"\n\
+             section mount-fiemap f2fs_io fiemap 0 1024 /mnt/m/mpinned\n\
+             section mount manifest /mnt/m\numount /mnt/m\n",
+        );
+    }
     script.push_str(VM_EPILOGUE);
-    let disks: Vec<&Path> = vec![&cut[0].1, &cut[1].1, &ours, &theirs];
+    let mut disks: Vec<&Path> = vec![&cut[0].1, &cut[1].1, &ours, &theirs];
+    if through_mount {
+        disks.push(&killed);
+    }
     let run = run_vm(&scratch, &disks, &script);
     run.assert_kernel_quiet();
     let pins: BTreeMap<String, (bool, u32)> = run
@@ -1578,6 +1660,21 @@ fn in_place_updates_and_pinned_files_agree_with_the_kernel() {
     assert!(fs.is_pinned(pinned_ino).unwrap());
     assert_eq!(fs.get_pin_file(pinned_ino).unwrap(), kernel_failures);
     drop(fs);
+
+    // The kernel rolls the killed daemon's fsync forward: the pin, the
+    // preallocation (one contiguous extent) and the bytes.
+    if through_mount {
+        assert_eq!(pins["mount"], (true, 0), "{}", run.out);
+        assert_same(
+            "the kernel's roll-forward of the killed mount's pinned file",
+            &host_manifest(&killed_mirror),
+            &normalize(&run.section("mount")),
+        );
+        let extents = kernel_fiemap(&run.section("mount-fiemap"));
+        assert_eq!(extents.len(), 1, "{extents:?}");
+        assert_eq!(extents[0].2, 1024, "{extents:?}");
+        assert_fsck(&killed, "the kernel's roll-forward of the killed mount");
+    }
 
     // (c) f2fuse reads the kernel's pinned file, sees it pinned at the
     // kernel's blocks, rewrites it in place; its cleaner leaves it.
