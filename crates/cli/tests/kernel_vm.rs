@@ -684,26 +684,13 @@ kernel_cleans() {
 /// the middle; a `.bin` file is not compressed. False (with a note) where
 /// FUSE mounts cannot be made.
 fn write_compressed_through_mount(img: &Path, mnt: &Path) -> bool {
-    if !Path::new("/dev/fuse").exists() || find_tool("fusermount3").is_none() {
-        eprintln!("kernel VM test: no /dev/fuse or fusermount3: the FUSE-written part is skipped");
+    let Some(mut daemon) = mount_in_foreground(
+        img,
+        mnt,
+        &["-o", "compress_extension=txt,compress_algorithm=zstd"],
+    ) else {
         return false;
-    }
-    fs::create_dir_all(mnt).unwrap();
-    // In the foreground: the daemon's exit means its last checkpoint is
-    // written and the image closed.
-    let mut daemon = Command::new(env!("CARGO_BIN_EXE_f2fuse"))
-        .args(["mount", arg(img), arg(mnt), "-f", "-o"])
-        .arg("compress_extension=txt,compress_algorithm=zstd")
-        .spawn()
-        .expect("f2fuse mount");
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    while !is_mounted(mnt) {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "f2fuse mount did not come up"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
+    };
     let dir = mnt.join("fuse");
     fs::create_dir(&dir).unwrap();
     let text: Vec<u8> = (0..20_000)
@@ -887,13 +874,10 @@ fn f2fuse_images_mount_in_the_kernel() {
 
     let gc = run.values("GC");
     eprintln!("kernel GC on the churned image: {gc:#?}");
-    let moved: u64 = gc
-        .last()
-        .and_then(|l| l.split("Try to move ").nth(1))
-        .and_then(|l| l.split(' ').next())
-        .and_then(|n| n.parse().ok())
-        .unwrap_or_else(|| panic!("no GC counters: {gc:?}"));
-    assert!(moved > 0, "the kernel's cleaner moved nothing: {gc:?}");
+    assert!(
+        kernel_gc_blocks_tried(&run) > 0,
+        "the kernel's cleaner moved nothing: {gc:?}"
+    );
     let engine_cblocks = run.values("ENGINE_CBLOCKS");
     assert_eq!(
         engine_cblocks.len(),
@@ -1038,15 +1022,7 @@ kernel_fsyncs() {
 /// `mirror` gets the same files on the host, as they must read after a
 /// roll-forward.
 fn f2fuse_cut_image(img: &Path, mirror: &Path) {
-    let dev = Arc::new(MemDevice::new(96 << 20));
-    format(
-        &Device::new(Box::new(dev.clone())),
-        &MkfsOptions::default(),
-        true,
-    )
-    .unwrap();
-    let fs = Fs::open_writable(Box::new(dev.clone())).unwrap();
-    fs.set_tunable("cp_interval", 3600).unwrap();
+    let (dev, fs) = uncheckpointed_memory_image();
     let mut rng = Rng(0xc07);
     fs::create_dir_all(mirror.join("dir")).unwrap();
     let put = |parent: u32, path: &str, offset: u64, data: &[u8]| -> u32 {
@@ -1252,6 +1228,21 @@ fn kernel_written_images_open_in_f2fuse() {
     assert_fsck(&ours, "the kernel's roll-forward of f2fuse's fsync chain");
 }
 
+/// A new 96 MiB image on a memory device, open for writing, with no
+/// checkpoint by time (for images left as a power cut would).
+fn uncheckpointed_memory_image() -> (Arc<MemDevice>, Fs) {
+    let dev = Arc::new(MemDevice::new(96 << 20));
+    format(
+        &Device::new(Box::new(dev.clone())),
+        &MkfsOptions::default(),
+        true,
+    )
+    .unwrap();
+    let fs = Fs::open_writable(Box::new(dev.clone())).unwrap();
+    fs.set_tunable("cp_interval", 3600).unwrap();
+    (dev, fs)
+}
+
 /// Number of blocks in the fsync chain of `image` after its checkpoint.
 fn fsync_chain_blocks(image: &[u8]) -> usize {
     let dev = Device::new(Box::new(MemDevice::from_bytes(image.to_vec())));
@@ -1275,18 +1266,10 @@ fn fsync_chain_blocks(image: &[u8]) -> usize {
 /// every write; returns `unsynced`'s checkpointed contents (a power cut
 /// may leave either).
 fn ipu_cut_image(img: &Path, mirror: &Path, ipu_policy: u64) -> Vec<u8> {
-    let dev = Arc::new(MemDevice::new(96 << 20));
-    format(
-        &Device::new(Box::new(dev.clone())),
-        &MkfsOptions::default(),
-        true,
-    )
-    .unwrap();
-    let fs = Fs::open_writable(Box::new(dev.clone())).unwrap();
+    let (dev, fs) = uncheckpointed_memory_image();
     // A main area under 16 GiB: the kernel's default FORCE | HONOR_OPU_WRITE.
     assert_eq!(fs.tunable("ipu_policy").unwrap(), 129);
     fs.set_tunable("ipu_policy", ipu_policy).unwrap();
-    fs.set_tunable("cp_interval", 3600).unwrap();
     fs::create_dir_all(mirror).unwrap();
     let mut rng = Rng(0x1b0 ^ ipu_policy);
     let mut put = |ino: u32, name: &str, offset: u64, len: usize| {
@@ -1376,6 +1359,17 @@ fn merged_runs(runs: impl Iterator<Item = (u64, u64, u64)>) -> Vec<(u64, u64, u6
     out
 }
 
+/// The blocks the kernel's cleaner tried to move, from the last `GC`
+/// line `kernel_cleans` printed (debugfs's "Try to move N blocks").
+fn kernel_gc_blocks_tried(run: &VmRun) -> u64 {
+    let gc = run.values("GC");
+    gc.last()
+        .and_then(|l| l.split("Try to move ").nth(1))
+        .and_then(|l| l.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no GC counters: {gc:?}"))
+}
+
 /// `f2fs_io pinfile get`: whether pinned, and its `i_gc_failures`.
 fn kernel_pin(line: &str) -> (bool, u32) {
     let rest = line
@@ -1411,14 +1405,7 @@ fn f2fuse_pinned_image(img: &Path) -> (u32, Vec<(u64, u64, u64)>) {
         .unwrap();
     fs.write(ino, 700 * 4096 + 5, &random_bytes(&mut rng, 10 * 4096))
         .unwrap();
-    fs.setattr(
-        ino,
-        &SetAttr {
-            size: Some(PINNED_BLOCKS * 4096),
-            ..SetAttr::default()
-        },
-    )
-    .unwrap();
+    cut_to_pinned_blocks(&fs, ino);
     for i in 0..8 {
         let f = fs
             .create(ROOT, format!("other_{i}").as_bytes(), 0o644, 0, 0)
@@ -1436,22 +1423,19 @@ fn f2fuse_pinned_image(img: &Path) -> (u32, Vec<(u64, u64, u64)>) {
     (ino, extents)
 }
 
-/// Through an `f2fuse mount` of a new image at `mnt`, the host's `f2fs_io`
-/// pins a file (the ioctl through FUSE), preallocates 4 MiB and writes
-/// 300 blocks, fsync'd; then the daemon is killed (SIGKILL: no checkpoint,
-/// the fsync chain holds it all). `mirror` gets the file as it must read.
-/// False (with a note) where FUSE mounts cannot be made.
-fn pinned_through_mount_then_killed(img: &Path, mnt: &Path, mirror: &Path) -> bool {
+/// Starts `f2fuse mount IMG MNT -f EXTRA...` and waits until it serves. In
+/// the foreground: the daemon's exit means its last checkpoint is written
+/// and the image closed. None (with a note) where FUSE mounts cannot be
+/// made.
+fn mount_in_foreground(img: &Path, mnt: &Path, extra: &[&str]) -> Option<std::process::Child> {
     if !Path::new("/dev/fuse").exists() || find_tool("fusermount3").is_none() {
-        eprintln!(
-            "kernel VM test: no /dev/fuse or fusermount3: the mount's pinned file is skipped"
-        );
-        return false;
+        eprintln!("kernel VM test: no /dev/fuse or fusermount3: the FUSE-written part is skipped");
+        return None;
     }
-    f2fuse(&["mkfs", "-q", "--size", "96M", arg(img)]);
     fs::create_dir_all(mnt).unwrap();
-    let mut daemon = Command::new(env!("CARGO_BIN_EXE_f2fuse"))
+    let daemon = Command::new(env!("CARGO_BIN_EXE_f2fuse"))
         .args(["mount", arg(img), arg(mnt), "-f"])
+        .args(extra)
         .spawn()
         .expect("f2fuse mount");
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
@@ -1462,6 +1446,19 @@ fn pinned_through_mount_then_killed(img: &Path, mnt: &Path, mirror: &Path) -> bo
         );
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
+    Some(daemon)
+}
+
+/// Through an `f2fuse mount` of a new image at `mnt`, the host's `f2fs_io`
+/// pins a file (the ioctl through FUSE), preallocates 4 MiB and writes
+/// 300 blocks, fsync'd; then the daemon is killed (SIGKILL: no checkpoint,
+/// the fsync chain holds it all). `mirror` gets the file as it must read.
+/// False (with a note) where FUSE mounts cannot be made.
+fn pinned_through_mount_then_killed(img: &Path, mnt: &Path, mirror: &Path) -> bool {
+    f2fuse(&["mkfs", "-q", "--size", "96M", arg(img)]);
+    let Some(mut daemon) = mount_in_foreground(img, mnt, &[]) else {
+        return false;
+    };
     let file = mnt.join("mpinned");
     let f2fs_io = |args: &[&str]| {
         let out = Command::new("f2fs_io")
@@ -1503,6 +1500,16 @@ fn pinned_through_mount_then_killed(img: &Path, mnt: &Path, mirror: &Path) -> bo
 
 /// Blocks of the pinned files: two sections and a bit (2 MiB sections).
 const PINNED_BLOCKS: u64 = 1100;
+
+/// Truncates a pinned file to [`PINNED_BLOCKS`]: its last section, mostly
+/// invalid then, is a cheap victim for cleaning.
+fn cut_to_pinned_blocks(fs: &Fs, ino: u32) {
+    let size = SetAttr {
+        size: Some(PINNED_BLOCKS * 4096),
+        ..SetAttr::default()
+    };
+    fs.setattr(ino, &size).unwrap();
+}
 
 /// The kernel pins a file at $1, preallocates 3 sections and writes into it.
 const KERNEL_PINS_SH: &str = r#"
@@ -1636,14 +1643,11 @@ mount -t f2fs /dev/vde /mnt/m
         pinned_extents,
         "the kernel's cleaner moved f2fuse's pinned file"
     );
-    let gc = run.values("GC");
-    let moved: u64 = gc
-        .last()
-        .and_then(|l| l.split("Try to move ").nth(1))
-        .and_then(|l| l.split(' ').next())
-        .and_then(|n| n.parse().ok())
-        .unwrap_or_else(|| panic!("no GC counters: {gc:?}"));
-    assert!(moved > 0, "the kernel's cleaner tried nothing: {gc:?}");
+    assert!(
+        kernel_gc_blocks_tried(&run) > 0,
+        "the kernel's cleaner tried nothing: {:?}",
+        run.values("GC")
+    );
     let (still_pinned, kernel_failures) = pins["ours-after-gc"];
     assert!(
         still_pinned,
@@ -1697,14 +1701,7 @@ mount -t f2fs /dev/vde /mnt/m
         "the kernel's pinned blocks: {kernel_extents:?}"
     );
     // Its last section becomes a cheap victim; other files churn.
-    fs.setattr(
-        ino,
-        &SetAttr {
-            size: Some(PINNED_BLOCKS * 4096),
-            ..SetAttr::default()
-        },
-    )
-    .unwrap();
+    cut_to_pinned_blocks(&fs, ino);
     let mut rng = Rng(0x7e1);
     for round in 0..6 {
         for i in 0..20 {
