@@ -632,6 +632,9 @@ fn rewrite_compressed_files(img: &Path) {
 fn churned_image(img: &Path) -> (u64, u64) {
     f2fuse(&["mkfs", "-q", "--size", "96M", arg(img)]);
     let fs = open_writable(img);
+    // Out of place, or the small volume's default FORCE would rewrite in
+    // place and leave the sections whole.
+    fs.set_tunable("ipu_policy", 0).unwrap();
     let mut rng = Rng(0xc4a2);
     let mut files = Vec::new();
     for i in 0..24 {
