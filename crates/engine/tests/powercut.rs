@@ -815,7 +815,10 @@ fn every_cut_in_fsyncs_of_a_compressed_file() {
         );
         states.push((sim.event_count() - 1, content.clone()));
     }
-    assert!(fs.compress_blocks(file.ino).unwrap() > 0, "nothing compressed");
+    assert!(
+        fs.compress_blocks(file.ino).unwrap() > 0,
+        "nothing compressed"
+    );
     drop(fs);
     let mut crash = sim.crash_images();
     let last = sim.event_count();
