@@ -10,7 +10,9 @@ mod support;
 use f2fuse_engine::compress::{decompress, CompressMode, CompressOptions};
 use f2fuse_engine::fs::SetAttr;
 use f2fuse_engine::{Error, FallocMode, Fs};
-use f2fuse_layout::compress::CompressAlgorithm;
+use f2fuse_layout::compress::{CompressAlgorithm, I_COMPRESS_ALGORITHM_OFFSET};
+use f2fuse_layout::node::I_ADDR_OFFSET;
+use f2fuse_layout::NEW_ADDR;
 use f2fuse_layout::{inode_flag, F2FS_ROOT_INO as ROOT};
 use proptest::prelude::*;
 use std::path::{Path, PathBuf};
@@ -796,5 +798,75 @@ fn our_decoder_reads_independent_streams() {
                 );
             }
         }
+    }
+}
+
+/// Damage outside the payload: an unknown algorithm in the inode and a
+/// cluster whose slots break the kernel's rules are `Corrupt` errors that
+/// name the inode (the first when the inode is read, as the kernel's iget;
+/// the second when the cluster is), and other files read on.
+#[test]
+fn unknown_algorithms_and_bad_slots_are_corrupt_errors() {
+    if !require_f2fs_tools() {
+        return;
+    }
+    let scratch = Scratch::new("compress-bad-inode");
+    let img = compression_image(&scratch);
+    let files = {
+        let fs = open_writable(&img);
+        let files = write_compressed_files(&fs, CompressOptions::default(), 3);
+        fs.unmount().unwrap();
+        files
+    };
+    let (text_ino, noise_ino, zeros_ino) = (files[0].0, files[1].0, files[2].0);
+    let node_of = |ino: u32| {
+        let fs = open_read_only(&img);
+        let entry = fs.node_manager().nat_entry(ino).unwrap();
+        entry.block_addr.get()
+    };
+    let extra_words = open_read_only(&img)
+        .inode(text_ino)
+        .unwrap()
+        .layout
+        .extra_words;
+    let slot_at = |slot: usize| I_ADDR_OFFSET + 4 * (extra_words as usize + slot);
+    // Cluster 0 of the text is [COMPRESS_ADDR, payload, payload, NEW_ADDR]:
+    // an empty slot before a payload block breaks it.
+    assert_eq!(
+        slots_from_dump(&img, text_ino)[..4]
+            .iter()
+            .filter(|&&a| a == NEW_ADDR)
+            .count(),
+        1
+    );
+    patch(&img, node_of(text_ino), slot_at(1), &NEW_ADDR.to_le_bytes());
+    patch(&img, node_of(noise_ino), I_COMPRESS_ALGORITHM_OFFSET, &[9]);
+    let fs = open_read_only(&img);
+    let mut buf = vec![0u8; 4096];
+    match fs.read_ino(text_ino, 0, &mut buf) {
+        Err(Error::Corrupt(c)) => {
+            let text = c.to_string();
+            assert!(
+                text.contains(&format!("inode {text_ino} cluster 0")),
+                "{text}"
+            );
+            assert!(text.contains("after an empty slot"), "{text}");
+        }
+        other => panic!("bad slots: {other:?}"),
+    }
+    match fs.inode(noise_ino) {
+        Err(Error::Corrupt(c)) => {
+            let text = c.to_string();
+            assert!(text.contains(&format!("inode {noise_ino}")), "{text}");
+            assert!(text.contains("unknown compression algorithm 9"), "{text}");
+        }
+        other => panic!("algorithm 9: {other:?}"),
+    }
+    assert_eq!(read_all(&fs, zeros_ino), files[2].1);
+    // Our fsck names both; fsck.f2fs 1.15 checks neither.
+    let report = f2fuse_engine::fsck::check(&fs).unwrap();
+    let problems = report.problems.join("\n");
+    for ino in [text_ino, noise_ino] {
+        assert!(problems.contains(&format!("inode {ino}")), "{problems}");
     }
 }
