@@ -829,7 +829,7 @@ fn unknown_algorithms_and_bad_slots_are_corrupt_errors() {
         .unwrap()
         .layout
         .extra_words;
-    let slot_at = |slot: usize| I_ADDR_OFFSET + 4 * (extra_words as usize + slot);
+    let slot_at = |slot: usize| I_ADDR_OFFSET + 4 * (extra_words + slot);
     // Cluster 0 of the text is [COMPRESS_ADDR, payload, payload, NEW_ADDR]:
     // an empty slot before a payload block breaks it.
     assert_eq!(
