@@ -485,17 +485,21 @@ pub fn cluster(data: &[u8]) {
     if decompress(algorithm, payload, &mut out).is_err() {
         return;
     }
-    let state = InodeCompression {
+    if let Some(ours) = compress_cluster(&cluster_state(algorithm, log_cluster_size), &out) {
+        let mut back = vec![0u8; out.len()];
+        decompress(algorithm, &ours, &mut back).expect("our own stream decodes");
+        assert!(back == out, "{} round trip", algorithm.name());
+    }
+}
+
+/// A compressed file's state with default settings (no level, no checksum).
+fn cluster_state(algorithm: CompressAlgorithm, log_cluster_size: u8) -> InodeCompression {
+    InodeCompression {
         algorithm,
         log_cluster_size,
         flag: 0,
         compr_blocks: 0,
         released: false,
-    };
-    if let Some(ours) = compress_cluster(&state, &out) {
-        let mut back = vec![0u8; out.len()];
-        decompress(algorithm, &ours, &mut back).expect("our own stream decodes");
-        assert!(back == out, "{} round trip", algorithm.name());
     }
 }
 
@@ -698,15 +702,9 @@ fn cluster_seeds() -> Vec<Vec<u8>> {
     for (pick, &algorithm) in CompressAlgorithm::ALL.iter().enumerate() {
         for size in 0..4u8 {
             let log_cluster_size = 2 + size;
-            let state = InodeCompression {
-                algorithm,
-                log_cluster_size,
-                flag: 0,
-                compr_blocks: 0,
-                released: false,
-            };
             let data = &text[..BS << log_cluster_size];
-            let payload = compress_cluster(&state, data).expect("the seed text compresses");
+            let payload = compress_cluster(&cluster_state(algorithm, log_cluster_size), data)
+                .expect("the seed text compresses");
             for checksum in [false, true] {
                 let mut input = vec![pick as u8, size, checksum as u8];
                 let stream = build_cluster(&payload, checksum);

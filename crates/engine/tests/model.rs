@@ -2626,6 +2626,23 @@ impl Harness {
         Ok(())
     }
 
+    /// Checks a release (`released`) or reserve of file `id`'s saved
+    /// blocks; the model follows when it succeeded. Only a reserve may
+    /// run out of space.
+    fn check_released(
+        &mut self,
+        id: Id,
+        got: Result<u64, Error>,
+        expect: Result<(), i32>,
+        released: bool,
+    ) -> Outcome<()> {
+        let what = format!("{} {id}", if released { "release" } else { "reserve" });
+        if self.check(&what, got, expect, !released)?.is_some() {
+            self.m.node_mut(id).compr.as_mut().unwrap().released = released;
+        }
+        Ok(())
+    }
+
     fn apply_compression_op(&mut self, op: &Op) -> Outcome<()> {
         let feature = self.compression.feature;
         let no_feature = || -> Result<(), i32> { Err(libc::EOPNOTSUPP) };
@@ -2720,12 +2737,7 @@ impl Harness {
                     Some(_) => Ok(()),
                 };
                 let got = self.fs().release_compress_blocks(self.ino(id));
-                if self
-                    .check(&format!("release {id}"), got, expect, false)?
-                    .is_some()
-                {
-                    self.m.node_mut(id).compr.as_mut().unwrap().released = true;
-                }
+                self.check_released(id, got, expect, true)?;
             }
             Op::ReserveBlocks { file } => {
                 let id = self.m.pick(file);
@@ -2741,12 +2753,7 @@ impl Harness {
                     Some(_) => Ok(()),
                 };
                 let got = self.fs().reserve_compress_blocks(self.ino(id));
-                if self
-                    .check(&format!("reserve {id}"), got, expect, true)?
-                    .is_some()
-                {
-                    self.m.node_mut(id).compr.as_mut().unwrap().released = false;
-                }
+                self.check_released(id, got, expect, false)?;
             }
             Op::Recompress { file, compress } => {
                 let id = self.m.pick(file);
