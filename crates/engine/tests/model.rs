@@ -2541,6 +2541,9 @@ fn compressed_case_s() -> impl Strategy<Value = Case> {
                 file: Sel::D(0),
                 on: true,
             }];
+            // Compressed files for the big writes, whose overwrites leave
+            // invalid clusters for the cleaner.
+            ops.extend((0..4).map(|id| create(Sel::D(0), short(id))));
             ops.extend(chunks.into_iter().flatten());
             Case {
                 features: true,
