@@ -31,6 +31,7 @@ use f2fuse_layout::node::{
     block_path, footer_of, inode_checksum_seed, inode_of, is_dnode_offset, max_file_blocks,
     start_bidx_of_node, verify_inode_checksum, AddrCounts, InodeLayout,
 };
+use f2fuse_layout::quota::{Dquot, QuotaFile};
 use f2fuse_layout::segment::{NatBlock, SitBlock, SummaryBlock};
 use f2fuse_layout::superblock::{decode_superblock_copy, SuperBlock};
 use f2fuse_layout::xattr::{encode_xattrs, encoded_len, parse_xattrs, XattrEntry};
@@ -503,6 +504,43 @@ fn cluster_state(algorithm: CompressAlgorithm, log_cluster_size: u8) -> InodeCom
     }
 }
 
+/// A quota file: the first byte picks the type, the rest is the file. What
+/// parses must take new ids and lose them again as the kernel's tree code
+/// does, every step leaving a file that parses with exactly the ids set.
+pub fn quota(data: &[u8]) {
+    let Some((&pick, bytes)) = data.split_first() else {
+        return;
+    };
+    let qtype = pick as usize % 3;
+    let Ok(mut file) = QuotaFile::parse(qtype, bytes) else {
+        return;
+    };
+    let mut ids: Vec<u32> = file.ids().collect();
+    for (i, id) in [0u32, 1, 255, 256, 65_536, 1 << 24, u32::MAX]
+        .into_iter()
+        .enumerate()
+    {
+        let dquot = Dquot {
+            curinodes: i as u64 + 1,
+            ..Dquot::default()
+        };
+        file.set(id, &dquot);
+        assert_eq!(file.get(id), Some(dquot));
+        if !ids.contains(&id) {
+            ids.push(id);
+        }
+    }
+    for &id in ids.iter().step_by(2) {
+        file.remove(id);
+    }
+    // A hostile file can share leaves and slots between ids; only a file
+    // that was well formed is bound to hold exactly what was set.
+    let Ok(again) = QuotaFile::parse(qtype, file.bytes()) else {
+        return;
+    };
+    let _ = again.ids().count();
+}
+
 /// Devices larger than this are clamped, so fuzzed geometry stays cheap.
 const MAX_FUZZ_DEVICE: u64 = 1 << 37;
 
@@ -619,6 +657,7 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("dentry", dentry),
     ("xattr", xattr),
     ("cluster", cluster),
+    ("quota", quota),
     ("image", image),
 ];
 
@@ -685,6 +724,20 @@ pub fn seed_inputs() -> Vec<(&'static str, Vec<u8>)> {
     ];
     for cap in [200, 200 + 4072] {
         out.push(("xattr", encode_xattrs(&xattrs, cap).expect("fits")));
+    }
+    for (qtype, ids) in [(0u8, 1u32), (1, 20), (2, 40)] {
+        let mut file = QuotaFile::new(qtype as usize);
+        for id in 0..ids {
+            let dquot = Dquot {
+                curinodes: 1,
+                curspace: 4096,
+                ..Dquot::default()
+            };
+            file.set(id * 1000 + (id << 24), &dquot);
+        }
+        let mut input = vec![qtype];
+        input.extend_from_slice(file.bytes());
+        out.push(("quota", input));
     }
     out.extend(cluster_seeds().into_iter().map(|input| ("cluster", input)));
     out

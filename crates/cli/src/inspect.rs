@@ -221,7 +221,7 @@ pub fn info(image: &Path) -> Result<(), String> {
 
 /// The daemon's answer to `request` when `target` is an f2fuse mount point
 /// (a directory), else None: the caller reads `target` as an image.
-fn ask_mount(target: &Path, request: String) -> Result<Option<String>, String> {
+pub fn ask_mount(target: &Path, request: String) -> Result<Option<String>, String> {
     if !target.is_dir() {
         return Ok(None);
     }
@@ -417,6 +417,9 @@ pub fn stat(image: &Path, path: &str) -> Result<(), String> {
         "  Flags: {:#x}    Advise: {:#04x}    Generation: {}",
         inode.flags, inode.advise, inode.generation
     );
+    if fs.superblock().has_feature(feature::PRJQUOTA) {
+        println!("Project: {}", fs.project_id(&inode));
+    }
     if inode.kind == FileKind::Symlink {
         let target = fs.read_link(&inode).map_err(|e| e.to_string())?;
         println!(" Target: {}", display_name(&target));

@@ -11,6 +11,7 @@ mod lab;
 mod mkfs;
 mod mount;
 mod put;
+mod quota;
 mod rw;
 mod size;
 mod sparse;
@@ -102,6 +103,9 @@ enum Command {
     Chown(edit::ChownArgs),
     /// Set or remove an extended attribute.
     Setfattr(edit::SetfattrArgs),
+    /// Show the quota files of IMAGE (usage and limits per user, group and
+    /// project), set limits, or move a file into a project.
+    Quota(quota::QuotaArgs),
     /// Make an image from a host directory tree (like mkfs.f2fs + sload.f2fs).
     Build(build::BuildArgs),
     /// Encode a raw image as an Android sparse image (as img2simg).
@@ -166,6 +170,7 @@ fn main() -> ExitCode {
         Command::Chmod(args) => edit::chmod(&args),
         Command::Chown(args) => edit::chown(&args),
         Command::Setfattr(args) => edit::setfattr(&args),
+        Command::Quota(args) => quota::run(&args),
         Command::Build(args) => build::run(&args),
         Command::Sparse { raw, out, quiet } => sparse::to_sparse(&raw, &out, quiet),
         Command::Unsparse { sparse, out, quiet } => sparse::to_raw(&sparse, &out, quiet),

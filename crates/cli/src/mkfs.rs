@@ -18,7 +18,8 @@ pub struct MkfsArgs {
     #[arg(long, short = 'l', default_value = "")]
     pub label: String,
     /// Features, comma-separated: extra_attr, inode_checksum, flexible_inline_xattr,
-    /// inode_crtime, sb_checksum, lost_found, casefold.
+    /// inode_crtime, sb_checksum, lost_found, casefold, compression, quota (user and
+    /// group quota files), project_quota (a project quota file; needs extra_attr).
     #[arg(short = 'O', value_name = "FEATURES")]
     pub features: Vec<String>,
     /// Name encoding of casefolded directories (mkfs.f2fs -C): `utf8`, or

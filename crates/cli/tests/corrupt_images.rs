@@ -1023,6 +1023,11 @@ fn mini_fuzz_cluster() {
 }
 
 #[test]
+fn mini_fuzz_quota() {
+    mini_fuzz("quota", 5000);
+}
+
+#[test]
 fn mini_fuzz_image() {
     mini_fuzz("image", 1000);
 }

@@ -2597,3 +2597,116 @@ fn compressed_writes_through_mount() {
     assert!(back == text);
     assert!(fs.resolve("/c/b.jpg").unwrap().compression.is_none());
 }
+
+/// A quota image (mkfs.f2fs -O quota,project_quota) used through the
+/// mount: usage after a workload is what fsck.f2fs recomputes; chattr -p
+/// and +P set and pass on project ids; with `usrquota` a write past the
+/// limit `f2fuse quota ... set` gave fails with EDQUOT.
+#[test]
+fn quota_accounting_and_limits_through_mount() {
+    if !fuse_available() || !require_f2fs_tools() || !require_tool("chattr") {
+        return;
+    }
+    let scratch = Scratch::new("mount-quota");
+    let img = scratch.join("img");
+    mkfs_f2fs(
+        &img,
+        128 << 20,
+        &["-O", "extra_attr,quota,project_quota,lost_found"],
+    );
+    let m = Mount::new(&img, &scratch.join("mnt"), "default_permissions");
+    let (d, p) = (m.path("d"), m.path("p"));
+    fs::create_dir(&d).unwrap();
+    fs::write(d.join("a"), pattern(300_000, 1)).unwrap();
+    fs::write(d.join("b"), pattern(2 << 20, 2)).unwrap();
+    fs::OpenOptions::new()
+        .write(true)
+        .open(d.join("b"))
+        .unwrap()
+        .set_len(70_000)
+        .unwrap();
+    std::os::unix::fs::chown(d.join("a"), Some(1000), Some(100)).unwrap();
+    fs::hard_link(d.join("a"), m.path("a2")).unwrap();
+    fs::rename(d.join("b"), m.path("b")).unwrap();
+    std::os::unix::fs::symlink("a/long/target/name", d.join("ln")).unwrap();
+    fs::write(d.join("gone"), pattern(50_000, 3)).unwrap();
+    fs::remove_file(d.join("gone")).unwrap();
+    fs::create_dir(&p).unwrap();
+    let status = Command::new("chattr")
+        .args(["-p", "42", "+P"])
+        .arg(&p)
+        .status()
+        .unwrap();
+    assert!(status.success(), "chattr -p 42 +P");
+    fs::write(p.join("f"), pattern(90_000, 4)).unwrap();
+    fs::create_dir(p.join("sub")).unwrap();
+    let projid = |path: &Path| {
+        let out = Command::new("lsattr")
+            .args(["-d", "-p"])
+            .arg(path)
+            .output()
+            .unwrap();
+        String::from_utf8(out.stdout)
+            .unwrap()
+            .split_whitespace()
+            .next()
+            .unwrap()
+            .to_string()
+    };
+    assert_eq!(projid(&p.join("f")), "42");
+    assert_eq!(projid(&p.join("sub")), "42");
+    assert_eq!(errno_of(fs::rename(m.path("b"), p.join("b"))), libc::EXDEV);
+    m.unmount();
+    fsck_clean(&img, "a quota workload through the mount");
+    let quota_of = |kind: usize, id: u32| {
+        engine(&img)
+            .quota_file(kind)
+            .unwrap()
+            .into_iter()
+            .find(|(i, _)| *i == id)
+            .map(|(_, d)| (d.curinodes, d.curspace))
+    };
+    assert_eq!(quota_of(2, 42).map(|q| q.0), Some(3));
+    assert_eq!(quota_of(0, 1000).map(|q| q.0), Some(1));
+
+    // Limits, enforced with usrquota (root included: see README), set
+    // through the mount's control channel.
+    let m = Mount::new(
+        &img,
+        &scratch.join("mnt"),
+        "default_permissions,usrquota,no_writeback_cache",
+    );
+    let mnt = m.path("");
+    let set: Vec<&OsStr> = ["quota", "", "set", "user", "1000", "0", "400", "0", "0"]
+        .iter()
+        .map(|a| {
+            if a.is_empty() {
+                mnt.as_os_str()
+            } else {
+                OsStr::new(a)
+            }
+        })
+        .collect();
+    let out = f2fuse(&set);
+    assert!(out.status.success(), "quota set: {out:?}");
+    let out = f2fuse(&["quota".as_ref(), mnt.as_os_str()]);
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        table
+            .lines()
+            .any(|l| l.split_whitespace().collect::<Vec<_>>()[..]
+                .starts_with(&["1000", "296", "0", "400"])),
+        "{table}"
+    );
+    let mut f = fs::OpenOptions::new()
+        .write(true)
+        .open(m.path("d/a"))
+        .unwrap();
+    f.seek(SeekFrom::Start(300_000)).unwrap();
+    let err = f.write_all(&pattern(200_000, 5)).unwrap_err();
+    assert_eq!(err.raw_os_error(), Some(libc::EDQUOT), "{err}");
+    drop(f);
+    m.unmount();
+    fsck_clean(&img, "EDQUOT through the mount");
+    assert_eq!(quota_of(0, 1000).map(|q| q.1), Some(400 << 10));
+}

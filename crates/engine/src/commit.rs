@@ -26,6 +26,8 @@ pub struct CheckpointRequest<'a> {
     pub nat_bits: &'a [u8],
     pub sit: SitFlush,
     pub next_free_nid: u32,
+    /// CP_QUOTA_NEED_FSCK: the quota files are not up to date.
+    pub quota_need_fsck: bool,
 }
 
 /// Writes a checkpoint pack into the slot not in use and makes it current.
@@ -133,6 +135,9 @@ pub fn write_checkpoint(
         }
         if !req.orphans.is_empty() {
             flags |= cp_flag::ORPHAN_PRESENT;
+        }
+        if req.quota_need_fsck {
+            flags |= cp_flag::QUOTA_NEED_FSCK;
         }
         cp.ckpt_flags.set(flags);
         cp.cp_pack_total_block_count.set(total as u32);

@@ -463,6 +463,7 @@ fn link_new_node(ctx: &Ctx, inode: &InodeInfo, child: ChildNode) -> Result<u32> 
         if existing != 0 {
             return Ok(existing);
         }
+        ctx.quota_admits(inode, 1)?;
         let cold = inode.kind != Kind::Directory;
         let nid = ctx.new_node(None, Some(inode.ino), child.ofs, cold)?;
         write_u32(parent_node.block_mut(), byte, nid);
@@ -531,7 +532,7 @@ pub fn write_blocks_upto(
     let placing = map_slots(ctx, inode, first, count).and_then(|slots| {
         slots
             .chunks(policy.allocation_step(count))
-            .try_for_each(|step| place_blocks(ctx, step, log, &mut placed))
+            .try_for_each(|step| place_blocks(ctx, inode, step, log, &mut placed))
     });
     allocated();
     let done = placed.len();
@@ -597,7 +598,7 @@ pub fn write_unpublished_blocks(
     let mut placed: Vec<PlacedBlock> = Vec::with_capacity(blocks.len());
     let written = blocks.iter().try_for_each(|(&index, data)| {
         let slot = addr_slot(ctx, inode, index, true)?.expect("created");
-        place_blocks(ctx, &[(slot, NULL_ADDR)], log, &mut placed)?;
+        place_blocks(ctx, inode, &[(slot, NULL_ADDR)], log, &mut placed)?;
         let new = placed.last().expect("just placed").new;
         ctx.dev.write_blocks(data_kind(inode), new as u64, data)
     });
@@ -625,10 +626,11 @@ struct PlacedBlock {
 /// Allocates new addresses for `slots` (each with the address it holds;
 /// a hole's block is counted as used) in one hold of the space lock, so
 /// they are consecutive in `log` unless it moves to another segment; the
-/// slots are not changed yet. When the space for all the holes is not
-/// there, blocks are placed one by one until it runs out.
+/// slots are not changed yet. When the space (or the quota) for all the
+/// holes is not there, blocks are placed one by one until it runs out.
 fn place_blocks(
     ctx: &Ctx,
+    inode: &InodeInfo,
     slots: &[(AddrSlot, u32)],
     log: CursegType,
     placed: &mut Vec<PlacedBlock>,
@@ -645,11 +647,16 @@ fn place_blocks(
         versions.push(version);
     }
     let holes = slots.iter().filter(|(_, old)| *old == NULL_ADDR).count() as u64;
+    let mut quota_left = ctx.quota_allows(inode, holes)?;
     let mut space = ctx.space.lock();
-    let reserved_all = space.reserve_blocks(holes).is_ok();
+    let reserved_all = quota_left == holes && space.reserve_blocks(holes).is_ok();
     for (i, (&(slot, old), version)) in slots.iter().zip(versions).enumerate() {
         if old == NULL_ADDR && !reserved_all {
+            if quota_left == 0 {
+                return Err(Error::errno(libc::EDQUOT, "block quota exceeded"));
+            }
             space.reserve_blocks(1)?;
+            quota_left -= 1;
         }
         match space.allocate(log, Summary::new(slot.nid, version, slot.ofs_in_node)) {
             Ok(new) => placed.push(PlacedBlock { slot, old, new }),
@@ -792,7 +799,7 @@ pub fn write_data(
         }
         Err((done, e)) => {
             let written = ((first + done as u64) * bs).min(end).saturating_sub(offset);
-            if written == 0 || e.to_errno() != libc::ENOSPC {
+            if written == 0 || !matches!(e.to_errno(), libc::ENOSPC | libc::EDQUOT) {
                 return Err(e);
             }
             finish_write(ctx, ino, offset + written)?;
@@ -1276,6 +1283,7 @@ fn reserve_blocks_in(
                         .clone()
                         .filter(|&byte| read_u32(block, byte) == NULL_ADDR)
                         .count() as u64;
+                    ctx.quota_admits(inode, holes)?;
                     let mut space = ctx.space.lock();
                     space.reserve_blocks(holes)?;
                     for byte in bytes {

@@ -9,6 +9,7 @@ use crate::error::{Error, Result};
 use crate::fs::Fs;
 use crate::inode::{FileKind, InodeInfo};
 use crate::node::NodeExpect;
+use crate::quota::{QUOTA_TYPES, TYPE_NAMES};
 use f2fuse_layout::compress::InodeCompression;
 use f2fuse_layout::dentry::{dir_buckets, level_of_block, DentryGeometry, DentryName, DentrySet};
 use f2fuse_layout::hash::dentry_hash;
@@ -60,6 +61,8 @@ struct Checker<'a> {
     /// (file block, address) of the slots of the compressed file being
     /// checked, in file order (slots under missing nodes are not there).
     cluster_slots: Vec<(u64, u32)>,
+    /// Quota usage recounted per type and id: (inodes, bytes).
+    usage: [BTreeMap<u32, (u64, u64)>; QUOTA_TYPES],
 }
 
 /// Checks an open file system.
@@ -73,6 +76,7 @@ pub fn check(fs: &Fs) -> Result<FsckReport> {
         subdirs_of: BTreeMap::new(),
         visited: HashSet::new(),
         cluster_slots: Vec::new(),
+        usage: Default::default(),
     };
     if let Some(e) = &fs.loaded_superblock().other_copy_error {
         c.problem(format!("the other superblock copy is invalid: {e}"));
@@ -80,6 +84,7 @@ pub fn check(fs: &Fs) -> Result<FsckReport> {
     c.walk_tree()?;
     c.check_links();
     c.check_global()?;
+    c.check_quota()?;
     Ok(c.report)
 }
 
@@ -232,6 +237,15 @@ impl Checker<'_> {
             Err(e) => return Err(e),
         };
         self.report.inodes += 1;
+        let sb = self.fs.superblock();
+        if !sb.qf_ino.iter().any(|q| q.get() == ino) {
+            let ids = inode.quota_ids(sb.feature.get());
+            for (usage, id) in self.usage.iter_mut().zip(ids) {
+                let (inodes, bytes) = usage.entry(id).or_default();
+                *inodes += 1;
+                *bytes += inode.blocks.saturating_sub(1) * F2FS_BLKSIZE as u64;
+            }
+        }
         if inode.flags & inode_flag::CASEFOLD != 0 && inode.kind != FileKind::Directory {
             self.problem(format!("inode {ino}: casefold flag on a {:?}", inode.kind));
         }
@@ -541,6 +555,47 @@ impl Checker<'_> {
         Ok(out)
     }
 
+    /// The quota files against the usage recounted while walking, as
+    /// fsck.f2fs compares them: every id's inodes and bytes (limits are
+    /// not checked).
+    fn check_quota(&mut self) -> Result<()> {
+        let sb = self.fs.superblock();
+        if !sb.has_feature(feature::QUOTA_INO) {
+            return Ok(());
+        }
+        for (qtype, name) in TYPE_NAMES.iter().enumerate() {
+            if sb.qf_ino[qtype].get() == 0 {
+                continue;
+            }
+            let stored: BTreeMap<u32, (u64, u64)> = match self.fs.quota_file(qtype) {
+                Ok(entries) => entries
+                    .into_iter()
+                    .map(|(id, d)| (id, (d.curinodes, d.curspace)))
+                    .collect(),
+                Err(Error::Corrupt(c)) => {
+                    self.problem(format!("{name} quota file: {c}"));
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
+            let counted = std::mem::take(&mut self.usage[qtype]);
+            let ids: std::collections::BTreeSet<u32> =
+                stored.keys().chain(counted.keys()).copied().collect();
+            for id in ids {
+                let found = counted.get(&id).copied().unwrap_or_default();
+                let written = stored.get(&id).copied().unwrap_or_default();
+                if found != written {
+                    self.problem(format!(
+                        "{name} quota of id {id}: the file says {} inodes and {} bytes, \
+                         the inodes {} and {}",
+                        written.0, written.1, found.0, found.1
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
     fn check_links(&mut self) {
         let dirs: Vec<u32> = self.visited.iter().copied().collect();
         for ino in dirs {
@@ -570,6 +625,14 @@ impl Checker<'_> {
         let mut valid_nodes = 0u64;
         let mut free_segments = 0u32;
         let current: Vec<u32> = CursegType::ALL.iter().map(|&l| cp.cp.curseg(l).0).collect();
+        // Segments holding a reachable block: with the segments that have a
+        // valid bit, the only ones to compare block by block (a near-empty
+        // large image has millions of segments with neither).
+        let reached_segments: HashSet<u32> = self
+            .owner
+            .keys()
+            .filter_map(|&blkaddr| blkaddr.checked_sub(main).map(|rel| rel / BLOCKS_PER_SEG))
+            .collect();
         for (segno, entry) in sit.entries.iter().enumerate() {
             let is_node = CursegType::from_u8(entry.seg_type()).is_some_and(|t| t.is_node());
             valid_blocks += entry.valid_blocks() as u64;
@@ -578,6 +641,11 @@ impl Checker<'_> {
             }
             if entry.valid_blocks() == 0 && !current.contains(&(segno as u32)) {
                 free_segments += 1;
+            }
+            if entry.valid_map.iter().all(|&byte| byte == 0)
+                && !reached_segments.contains(&(segno as u32))
+            {
+                continue;
             }
             for off in 0..BLOCKS_PER_SEG {
                 let blkaddr = main + segno as u32 * BLOCKS_PER_SEG + off;

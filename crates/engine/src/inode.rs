@@ -100,6 +100,20 @@ pub struct InodeInfo {
 }
 
 impl InodeInfo {
+    /// The project id: i_projid where the image has project quotas and
+    /// the inode the field, else 0 (the kernel's F2FS_DEF_PROJID).
+    pub fn projid(&self, features: u32) -> u32 {
+        if features & feature::PRJQUOTA == 0 {
+            return 0;
+        }
+        self.inode().projid(&self.layout).unwrap_or(0)
+    }
+
+    /// The ids quota charges this inode to (user, group, project).
+    pub fn quota_ids(&self, features: u32) -> [u32; crate::quota::QUOTA_TYPES] {
+        [self.uid, self.gid, self.projid(features)]
+    }
+
     /// A casefolded directory: names match case- and normalization-insensitively.
     pub fn is_casefolded(&self) -> bool {
         self.names != NameRule::Exact
@@ -292,6 +306,7 @@ use crate::device::Device;
 use crate::segment::SegmentManager;
 use f2fuse_layout::node::{
     inode_of_mut, I_ADDR_OFFSET, I_CRTIME_NSEC_OFFSET, I_CRTIME_OFFSET, I_INLINE_XATTR_SIZE_OFFSET,
+    I_PROJID_OFFSET,
 };
 use parking_lot::Mutex;
 
@@ -376,6 +391,29 @@ impl Ctx<'_> {
                 space.release_blocks(1)?;
                 Err(e)
             }
+        }
+    }
+
+    /// How many of `wanted` new blocks of `inode` its quota limits allow
+    /// (EDQUOT if none); all of them without quota accounting and for the
+    /// quota files themselves.
+    pub fn quota_allows(&self, inode: &InodeInfo, wanted: u64) -> Result<u64> {
+        match self.nm.quota() {
+            Some(q) if !q.is_quota_inode(inode.ino) => {
+                q.blocks_allowed(inode.quota_ids(self.check.features), wanted)
+            }
+            _ => Ok(wanted),
+        }
+    }
+
+    /// Like [`quota_allows`](Self::quota_allows) for a change that needs
+    /// all `wanted` blocks or none: EDQUOT unless all are allowed.
+    pub fn quota_admits(&self, inode: &InodeInfo, wanted: u64) -> Result<()> {
+        match self.nm.quota() {
+            Some(q) if !q.is_quota_inode(inode.ino) => {
+                q.admits_blocks(inode.quota_ids(self.check.features), wanted)
+            }
+            _ => Ok(()),
         }
     }
 
@@ -491,14 +529,24 @@ fn has_extension(name: &[u8], exts: &[String]) -> bool {
 
 /// Allocates and initialises an inode (in the node cache); returns its number.
 /// A directory gets hash level `dir_level` (the kernel's i_dir_level); the
-/// inode takes over what its type keeps of the directory's `parent_flags`.
-pub fn create_inode(ctx: &Ctx, spec: &NewInode, dir_level: u8, parent_flags: u32) -> Result<u32> {
+/// inode takes over what its type keeps of the flags of `parent`, and its
+/// project id if the directory has PROJINHERIT (f2fs_new_inode). EDQUOT
+/// where the owner's inode limit is reached.
+pub fn create_inode(ctx: &Ctx, spec: &NewInode, dir_level: u8, parent: &InodeInfo) -> Result<u32> {
     let kind = FileKind::from_mode(spec.mode)
         .ok_or_else(|| Error::errno(libc::EINVAL, format!("mode {:#o}", spec.mode)))?;
     let dir = kind == FileKind::Directory;
-    let ino = ctx.new_node(None, None, 0, !dir)?;
     let features = ctx.check.features;
-    let flags = crate::flags::inherited_flags(parent_flags, kind);
+    let projid = if parent.flags & inode_flag::PROJINHERIT != 0 {
+        parent.projid(features)
+    } else {
+        0
+    };
+    if let Some(quota) = ctx.nm.quota() {
+        quota.check_inode([spec.uid, spec.gid, projid])?;
+    }
+    let ino = ctx.new_node(None, None, 0, !dir)?;
+    let flags = crate::flags::inherited_flags(parent.flags, kind);
     let t = ctx.clock.now();
     ctx.nm.update_node(ino, NodeExpect::default(), |block| {
         let extra = if features & feature::EXTRA_ATTR != 0 {
@@ -551,6 +599,9 @@ pub fn create_inode(ctx: &Ctx, spec: &NewInode, dir_level: u8, parent_flags: u32
                 let words = DEFAULT_INLINE_XATTR_ADDRS as u16;
                 block[I_INLINE_XATTR_SIZE_OFFSET..I_INLINE_XATTR_SIZE_OFFSET + 2]
                     .copy_from_slice(&words.to_le_bytes());
+            }
+            if features & feature::PRJQUOTA != 0 {
+                block[I_PROJID_OFFSET..I_PROJID_OFFSET + 4].copy_from_slice(&projid.to_le_bytes());
             }
             if features & feature::INODE_CRTIME != 0 {
                 block[I_CRTIME_OFFSET..I_CRTIME_OFFSET + 8]

@@ -26,6 +26,7 @@ pub mod lock_order;
 pub mod mkfs;
 pub mod node;
 pub mod perm;
+pub mod quota;
 pub mod recovery;
 pub mod report;
 pub mod segment;

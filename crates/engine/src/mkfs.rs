@@ -1,11 +1,13 @@
 //! Formatting: writes a fresh F2FS with the layout mkfs.f2fs 1.15 computes
 //! for the same size and options, so both tools' images look alike.
 //!
-//! What is written, in this order: zeroed SIT copy #0 and NAT copies #0, NAT
-//! block 0 with the reserved nids and the root (and lost+found), the root
-//! directory's inode and dentry block, a zeroed first block in the warm node
-//! log (so no stale fsync chain can be replayed), both checkpoint packs, and
-//! last the two superblocks: an interrupted mkfs leaves no valid file system.
+//! What is written, in this order: zeroed SIT copy #0 and NAT copies #0;
+//! into the hot logs the root directory's dentry block and inode, the quota
+//! files' data and inodes (`quota`, `project_quota`), lost+found's; NAT
+//! block 0 with the reserved nids and those inodes, a zeroed first block in
+//! the warm node log (so no stale fsync chain can be replayed), both
+//! checkpoint packs, and last the two superblocks: an interrupted mkfs
+//! leaves no valid file system.
 
 use crate::device::{Device, FileDevice, FileDeviceOptions, IoKind};
 use crate::error::{Error, Result};
@@ -21,6 +23,7 @@ use f2fuse_layout::node::{
     footer_of_mut, inode_checksum_seed, inode_of_mut, update_inode_checksum, I_ADDR_OFFSET,
     I_CRTIME_NSEC_OFFSET, I_CRTIME_OFFSET, I_PROJID_OFFSET,
 };
+use f2fuse_layout::quota::{Dquot, QuotaFile, GRPQUOTA, PRJQUOTA, USRQUOTA};
 use f2fuse_layout::segment::{
     nat_block_addr, NatEntry, NatJournal, SitEntry, SitJournal, Summary, SummaryBlock,
     SUM_TYPE_NODE,
@@ -38,7 +41,9 @@ pub const MKFS_FEATURES: u32 = feature::EXTRA_ATTR
     | feature::SB_CHKSUM
     | feature::LOST_FOUND
     | feature::CASEFOLD
-    | feature::COMPRESSION;
+    | feature::COMPRESSION
+    | feature::QUOTA_INO
+    | feature::PRJQUOTA;
 
 /// Features that only make sense with the extra attribute area.
 const NEEDS_EXTRA_ATTR: u32 = feature::INODE_CHKSUM
@@ -186,6 +191,16 @@ pub fn format(dev: &Device, opts: &MkfsOptions, known_zero: bool) -> Result<Mkfs
             ),
         ));
     }
+    let quota_types = quota_types(opts.features);
+    // As mkfs.f2fs: project_quota brings the quota inodes with it.
+    let opts = &MkfsOptions {
+        features: if quota_types.is_empty() {
+            opts.features
+        } else {
+            opts.features | feature::QUOTA_INO
+        },
+        ..opts.clone()
+    };
     let geo = compute(&GeometryOptions {
         device_bytes: dev.size(),
         segs_per_sec: opts.segs_per_sec,
@@ -207,14 +222,28 @@ pub fn format(dev: &Device, opts: &MkfsOptions, known_zero: bool) -> Result<Mkfs
         };
         (seed | 1) as u64
     });
-    let sb = build_superblock(&geo, opts, uuid)?;
     let lost_found = opts.features & feature::LOST_FOUND != 0;
+    // mkfs.f2fs's order, in nids and in both hot logs: the root, the quota
+    // files (user, group, project), lost+found.
+    let qf_inos: Vec<(usize, u32)> = quota_types
+        .iter()
+        .enumerate()
+        .map(|(i, &qtype)| (qtype, F2FS_ROOT_INO + 1 + i as u32))
+        .collect();
+    let lf_ino = lost_found.then_some(F2FS_ROOT_INO + 1 + qf_inos.len() as u32);
+    let mut sb = build_superblock(&geo, opts, uuid)?;
+    for &(qtype, ino) in &qf_inos {
+        sb.qf_ino[qtype].set(ino);
+    }
+    sb.update_checksum();
 
-    // Where the first inodes and dentry blocks go.
     let seg_addr = |log: CursegType| geo.main_blkaddr + geo.cur_seg[log as usize] * BLOCKS_PER_SEG;
-    let root_inode_addr = seg_addr(CursegType::HotNode);
-    let root_dentry_addr = seg_addr(CursegType::HotData);
-    let lf = lost_found.then_some((F2FS_ROOT_INO + 1, root_inode_addr + 1, root_dentry_addr + 1));
+    let mut hot = HotLogs {
+        node: seg_addr(CursegType::HotNode),
+        data: seg_addr(CursegType::HotData),
+        inodes: Vec::new(),
+        data_owners: Vec::new(),
+    };
 
     // Metadata areas: SIT copy #0 and NAT copy #0 of every segment pair start empty.
     if !known_zero {
@@ -233,19 +262,95 @@ pub fn format(dev: &Device, opts: &MkfsOptions, known_zero: bool) -> Result<Mkfs
             )?;
         }
     }
-    let mut nat_entries = vec![
+
+    let inode_ctx = InodeContext {
+        features: opts.features,
+        seed: inode_checksum_seed(&uuid),
+        now,
+        cp_ver,
+    };
+    // The root directory, and lost+found inside it.
+    let mut root_entries: Vec<(&[u8], u32)> = vec![(b".", F2FS_ROOT_INO), (b"..", F2FS_ROOT_INO)];
+    if let Some(nid) = lf_ino {
+        root_entries.push((b"lost+found", nid));
+    }
+    let root_dentry = hot.add_data(F2FS_ROOT_INO);
+    dev.write_blocks(
+        IoKind::DirData,
+        root_dentry as u64,
+        &dentry_block(&root_entries),
+    )?;
+    // A directory of one dentry block, owned as the root.
+    let dir = |ino, parent, name, perm, links, dentry| InodeSpec {
+        ino,
+        parent,
+        name,
+        mode: mode::S_IFDIR | perm,
+        links,
+        uid: opts.root_uid,
+        gid: opts.root_gid,
+        flags: 0,
+        size: F2FS_BLKSIZE as u64,
+        addrs: vec![dentry],
+    };
+    let links = 2 + lost_found as u32;
+    let root = dir(F2FS_ROOT_INO, 0, b"", 0o755, links, root_dentry);
+    hot.write_inode(dev, &inode_ctx, &root)?;
+    // The quota files: usage of the root's ids, root and lost+found.
+    let charged = 1 + lost_found as u64;
+    for &(qtype, ino) in &qf_inos {
+        let id = [opts.root_uid, opts.root_gid, 0][qtype];
+        let mut file = QuotaFile::new(qtype);
+        file.set(
+            id,
+            &Dquot {
+                curinodes: charged,
+                curspace: charged * F2FS_BLKSIZE as u64,
+                ..Dquot::default()
+            },
+        );
+        let mut bytes = file.bytes().to_vec();
+        let size = bytes.len() as u64;
+        bytes.resize(bytes.len().next_multiple_of(F2FS_BLKSIZE), 0);
+        let mut addrs = Vec::new();
+        for block in bytes.chunks(F2FS_BLKSIZE) {
+            let addr = hot.add_data(ino);
+            dev.write_blocks(IoKind::UserData, addr as u64, block)?;
+            addrs.push(addr);
+        }
+        let spec = InodeSpec {
+            ino,
+            parent: 0,
+            name: b"",
+            mode: mode::S_IFREG | 0o600,
+            links: 1,
+            uid: opts.root_uid,
+            gid: opts.root_gid,
+            flags: inode_flag::IMMUTABLE,
+            size,
+            addrs,
+        };
+        hot.write_inode(dev, &inode_ctx, &spec)?;
+    }
+    if let Some(nid) = lf_ino {
+        let dentry = hot.add_data(nid);
+        dev.write_blocks(
+            IoKind::DirData,
+            dentry as u64,
+            &dentry_block(&[(b".", nid), (b"..", F2FS_ROOT_INO)]),
+        )?;
+        let spec = dir(nid, F2FS_ROOT_INO, b"lost+found", 0o700, 2, dentry);
+        hot.write_inode(dev, &inode_ctx, &spec)?;
+    }
+
+    // NAT block 0: the reserved nids and the inodes (all of them are in
+    // the checkpoint's NAT journal too).
+    let mut nat_block = vec![0u8; F2FS_BLKSIZE];
+    let reserved = [
         (F2FS_NODE_INO, NatEntry::new(0, F2FS_NODE_INO, 1)),
         (F2FS_META_INO, NatEntry::new(0, F2FS_META_INO, 1)),
-        (
-            F2FS_ROOT_INO,
-            NatEntry::new(0, F2FS_ROOT_INO, root_inode_addr),
-        ),
     ];
-    if let Some((nid, inode_addr, _)) = lf {
-        nat_entries.push((nid, NatEntry::new(0, nid, inode_addr)));
-    }
-    let mut nat_block = vec![0u8; F2FS_BLKSIZE];
-    for (nid, entry) in &nat_entries {
+    for (nid, entry) in reserved.iter().chain(&hot.inodes) {
         let off = *nid as usize * 9;
         nat_block[off..off + 9].copy_from_slice(entry.as_bytes());
     }
@@ -254,66 +359,10 @@ pub fn format(dev: &Device, opts: &MkfsOptions, known_zero: bool) -> Result<Mkfs
         nat_block_addr(geo.nat_blkaddr, 0, 0),
         &nat_block,
     )?;
-
-    // Directories: the root, and lost+found inside it.
-    let inode_ctx = InodeContext {
-        features: opts.features,
-        seed: inode_checksum_seed(&uuid),
-        now,
-        cp_ver,
-    };
-    let mut root_entries: Vec<(&[u8], u32)> = vec![(b".", F2FS_ROOT_INO), (b"..", F2FS_ROOT_INO)];
-    if let Some((nid, _, _)) = lf {
-        root_entries.push((b"lost+found", nid));
-    }
-    let root_links = 2 + lost_found as u32;
-    let root = DirSpec {
-        ino: F2FS_ROOT_INO,
-        parent: 0,
-        name: b"",
-        mode: 0o755,
-        links: root_links,
-        uid: opts.root_uid,
-        gid: opts.root_gid,
-        dentry_addr: root_dentry_addr,
-    };
-    dev.write_blocks(
-        IoKind::Node,
-        root_inode_addr as u64,
-        &dir_inode_block(&inode_ctx, &root, root_inode_addr),
-    )?;
-    dev.write_blocks(
-        IoKind::DirData,
-        root_dentry_addr as u64,
-        &dentry_block(&root_entries),
-    )?;
-    if let Some((nid, inode_addr, dentry_addr)) = lf {
-        let spec = DirSpec {
-            ino: nid,
-            parent: F2FS_ROOT_INO,
-            name: b"lost+found",
-            mode: 0o700,
-            links: 2,
-            uid: opts.root_uid,
-            gid: opts.root_gid,
-            dentry_addr,
-        };
-        dev.write_blocks(
-            IoKind::Node,
-            inode_addr as u64,
-            &dir_inode_block(&inode_ctx, &spec, inode_addr),
-        )?;
-        dev.write_blocks(
-            IoKind::DirData,
-            dentry_addr as u64,
-            &dentry_block(&[(b".", nid), (b"..", F2FS_ROOT_INO)]),
-        )?;
-    }
     // Roll-forward recovery starts at the warm node log: make sure nothing stale is there.
     zero_blocks(dev, IoKind::Node, seg_addr(CursegType::WarmNode) as u64, 1)?;
 
-    let dirs = 1 + lost_found as u32;
-    write_checkpoint_packs(dev, &geo, cp_ver, known_zero, &nat_entries[2..], dirs)?;
+    write_checkpoint_packs(dev, &geo, cp_ver, known_zero, &hot)?;
     dev.flush()?;
     // The superblocks last: until they exist the device is not an F2FS image.
     let sb_block = sb.to_block();
@@ -325,6 +374,52 @@ pub fn format(dev: &Device, opts: &MkfsOptions, known_zero: bool) -> Result<Mkfs
         uuid,
         checkpoint_ver: cp_ver,
     })
+}
+
+/// The quota files `features` ask for, by type: user and group with
+/// `quota`, project with `project_quota` (mkfs.f2fs's quota_bits).
+fn quota_types(features: u32) -> Vec<usize> {
+    let mut types = Vec::new();
+    if features & feature::QUOTA_INO != 0 {
+        types.extend([USRQUOTA, GRPQUOTA]);
+    }
+    if features & feature::PRJQUOTA != 0 {
+        types.push(PRJQUOTA);
+    }
+    types
+}
+
+/// What mkfs writes into the hot node and hot data logs, in order.
+struct HotLogs {
+    /// Where the next block of each log goes.
+    node: u32,
+    data: u32,
+    /// Each inode and its NAT entry.
+    inodes: Vec<(u32, NatEntry)>,
+    /// The owner (nid, index in its inode) of each data block.
+    data_owners: Vec<Summary>,
+}
+
+impl HotLogs {
+    /// The next hot data block, for block `index` of inode `ino`'s data.
+    fn add_data(&mut self, ino: u32) -> u32 {
+        let index = self
+            .data_owners
+            .iter()
+            .filter(|s| s.nid.get() == ino)
+            .count();
+        self.data_owners.push(Summary::new(ino, 0, index as u16));
+        self.data += 1;
+        self.data - 1
+    }
+
+    fn write_inode(&mut self, dev: &Device, ctx: &InodeContext, spec: &InodeSpec) -> Result<()> {
+        let addr = self.node;
+        self.node += 1;
+        self.inodes
+            .push((spec.ino, NatEntry::new(0, spec.ino, addr)));
+        dev.write_blocks(IoKind::Node, addr as u64, &inode_block(ctx, spec, addr))
+    }
 }
 
 fn build_superblock(geo: &Geometry, opts: &MkfsOptions, uuid: [u8; 16]) -> Result<SuperBlock> {
@@ -393,15 +488,19 @@ struct InodeContext {
     cp_ver: u64,
 }
 
-struct DirSpec<'a> {
+struct InodeSpec<'a> {
     ino: u32,
     parent: u32,
     name: &'a [u8],
+    /// Full mode, type bits included.
     mode: u16,
     links: u32,
     uid: u32,
     gid: u32,
-    dentry_addr: u32,
+    flags: u32,
+    size: u64,
+    /// Its data blocks, from index 0.
+    addrs: Vec<u32>,
 }
 
 /// `i_extra_isize` mkfs.f2fs gives inodes for a feature set: the smallest size covering them.
@@ -421,28 +520,33 @@ pub fn extra_isize_for(features: u32) -> usize {
     }
 }
 
-fn dir_inode_block(ctx: &InodeContext, spec: &DirSpec, blkaddr: u32) -> Vec<u8> {
+fn inode_block(ctx: &InodeContext, spec: &InodeSpec, blkaddr: u32) -> Vec<u8> {
     let mut block = vec![0u8; F2FS_BLKSIZE];
     let extra_isize = extra_isize_for(ctx.features);
     {
         let inode = inode_of_mut(&mut block);
-        inode.i_mode.set(mode::S_IFDIR | spec.mode);
+        inode.i_mode.set(spec.mode);
         inode.i_uid.set(spec.uid);
         inode.i_gid.set(spec.gid);
         inode.i_links.set(spec.links);
-        inode.i_size.set(F2FS_BLKSIZE as u64);
-        inode.i_blocks.set(2);
+        inode.i_size.set(spec.size);
+        inode.i_blocks.set(1 + spec.addrs.len() as u64);
         inode.i_atime.set(ctx.now);
         inode.i_ctime.set(ctx.now);
         inode.i_mtime.set(ctx.now);
-        inode.i_current_depth.set(1);
+        if spec.mode & mode::S_IFMT == mode::S_IFDIR {
+            inode.i_current_depth.set(1);
+        }
+        inode.i_flags.set(spec.flags);
         inode.i_pino.set(spec.parent);
         inode.i_namelen.set(spec.name.len() as u32);
         inode.i_name[..spec.name.len()].copy_from_slice(spec.name);
         if extra_isize > 0 {
             inode.i_inline = inline_flag::EXTRA_ATTR;
         }
-        inode.i_addr[extra_isize / 4].set(spec.dentry_addr);
+        for (i, &addr) in spec.addrs.iter().enumerate() {
+            inode.i_addr[extra_isize / 4 + i].set(addr);
+        }
     }
     if extra_isize > 0 {
         block[I_ADDR_OFFSET..I_ADDR_OFFSET + 2]
@@ -482,15 +586,16 @@ fn write_checkpoint_packs(
     geo: &Geometry,
     cp_ver: u64,
     trimmed: bool,
-    inodes: &[(u32, NatEntry)],
-    dirs: u32,
+    hot: &HotLogs,
 ) -> Result<()> {
+    let inodes = hot.inodes.len() as u32;
+    let data_blocks = hot.data_owners.len() as u32;
     let payload = geo.cp_payload;
     let mut head = new_checkpoint_block();
     {
         let cp = Checkpoint::mut_from_bytes(&mut head[..CP_BITMAP_OFFSET]).expect("header size");
         cp.user_block_count.set(geo.user_block_count);
-        cp.valid_block_count.set(2 * dirs as u64);
+        cp.valid_block_count.set((inodes + data_blocks) as u64);
         cp.rsvd_segment_count.set(geo.rsvd_segment_count);
         cp.overprov_segment_count.set(geo.overprov_segment_count);
         // mkfs.f2fs 1.15 writes usable - 6 here, which exceeds the real count (and fails
@@ -503,7 +608,8 @@ fn write_checkpoint_packs(
         }
         for log in CursegType::ALL {
             let used = match log {
-                CursegType::HotNode | CursegType::HotData => dirs as u16,
+                CursegType::HotNode => inodes as u16,
+                CursegType::HotData => data_blocks as u16,
                 _ => 0,
             };
             cp.set_curseg(log, geo.cur_seg[log as usize], used);
@@ -515,17 +621,17 @@ fn write_checkpoint_packs(
         cp.ckpt_flags.set(flags);
         cp.cp_pack_total_block_count.set(6 + payload);
         cp.cp_pack_start_sum.set(1 + payload);
-        cp.valid_node_count.set(dirs);
-        cp.valid_inode_count.set(dirs);
-        cp.next_free_nid.set(F2FS_ROOT_INO + dirs);
+        cp.valid_node_count.set(inodes);
+        cp.valid_inode_count.set(inodes);
+        cp.next_free_nid.set(F2FS_ROOT_INO + inodes);
         cp.sit_ver_bitmap_bytesize.set(geo.sit_ver_bitmap_bytesize);
         cp.nat_ver_bitmap_bytesize.set(geo.nat_ver_bitmap_bytesize);
     }
 
     // Current data summaries with both journals, compacted into one block.
     let mut nat_journal = NatJournal::empty();
-    nat_journal.n_nats.set(inodes.len() as u16);
-    for (slot, (nid, entry)) in inodes.iter().enumerate() {
+    nat_journal.n_nats.set(hot.inodes.len() as u16);
+    for (slot, (nid, entry)) in hot.inodes.iter().enumerate() {
         nat_journal.entries[slot].nid.set(*nid);
         nat_journal.entries[slot].ne = *entry;
     }
@@ -541,10 +647,10 @@ fn write_checkpoint_packs(
     ];
     for (slot, log) in journal_order.into_iter().enumerate() {
         let mut se = SitEntry::new_zeroed();
-        let used = if matches!(log, CursegType::HotNode | CursegType::HotData) {
-            dirs
-        } else {
-            0
+        let used = match log {
+            CursegType::HotNode => inodes,
+            CursegType::HotData => data_blocks,
+            _ => 0,
         };
         se.set_vblocks(log as u8, used);
         for b in 0..used as usize {
@@ -555,14 +661,10 @@ fn write_checkpoint_packs(
             .set(geo.cur_seg[log as usize]);
         sit_journal.entries[slot].se = se;
     }
-    let dir_owners: Vec<Summary> = inodes
-        .iter()
-        .map(|(nid, _)| Summary::new(*nid, 0, 0))
-        .collect();
     let data_sums = DataSummaries {
         nat_journal,
         sit_journal,
-        entries: [dir_owners.clone(), Vec::new(), Vec::new()],
+        entries: [hot.data_owners.clone(), Vec::new(), Vec::new()],
     };
     let compacted = encode_compacted_summaries(&data_sums);
     debug_assert_eq!(compacted.len(), F2FS_BLKSIZE);
@@ -576,8 +678,8 @@ fn write_checkpoint_packs(
         let mut sum = SummaryBlock::new_zeroed();
         sum.footer.entry_type = SUM_TYPE_NODE;
         if log == CursegType::HotNode {
-            for (slot, owner) in dir_owners.iter().enumerate() {
-                sum.entries[slot] = *owner;
+            for (slot, (nid, _)) in hot.inodes.iter().enumerate() {
+                sum.entries[slot] = Summary::new(*nid, 0, 0);
             }
         }
         node_sums.extend_from_slice(sum.as_bytes());

@@ -126,6 +126,9 @@ pub struct NodeManager {
     /// Mapped runs of file blocks, dropped whenever a node of their inode
     /// changes (see `extent_cache`).
     extents: ExtentCache,
+    /// Quota accounting, told of every change of an inode block (set once
+    /// a writable open has loaded the quota files).
+    quota: OnceLock<Arc<Quota>>,
 }
 
 impl NodeManager {
@@ -173,7 +176,19 @@ impl NodeManager {
             features: sb.feature.get(),
             checksum_seed: f2fuse_layout::node::inode_checksum_seed(&sb.uuid),
             extents: ExtentCache::default(),
+            quota: OnceLock::new(),
         })
+    }
+
+    /// Starts quota accounting: every later change of an inode block
+    /// moves its charge (see `quota`).
+    pub fn set_quota(&self, quota: Arc<Quota>) {
+        // A second call would mean two accounts of one file system.
+        let _ = self.quota.set(quota);
+    }
+
+    pub fn quota(&self) -> Option<&Quota> {
+        self.quota.get().map(|q| &**q)
     }
 
     pub fn max_nid(&self) -> u32 {
@@ -350,10 +365,12 @@ impl NodeManager {
         let order = lock_order::acquire(Level::Node, 0, false);
         let lock = self.node_locks[nid as usize % NODE_LOCK_STRIPES].lock();
         let block = self.read_node(nid, expect)?;
+        let charge = self.quota().and_then(|q| q.charge_of(nid, &block));
         Ok(NodeGuard {
             nm: self,
             nid,
             block,
+            charge,
             changed: false,
             _lock: lock,
             _order: order,
@@ -419,6 +436,16 @@ impl NodeManager {
     /// Frees node `nid`; returns the block it occupied on disk (to invalidate), if any.
     pub fn free_node(&self, nid: u32) -> Result<Option<u32>> {
         let old = self.nat_entry(nid)?;
+        if let Some(quota) = self.quota().filter(|_| old.ino.get() == nid) {
+            let block = self.read_node(
+                nid,
+                NodeExpect {
+                    ino: Some(nid),
+                    ofs: Some(0),
+                },
+            )?;
+            quota.inode_changed(quota.charge_of(nid, &block), None);
+        }
         self.dirty_nodes.lock().nodes.remove(&nid);
         self.extents.invalidate(old.ino.get());
         let addr = old.block_addr.get();
@@ -644,6 +671,8 @@ pub struct NodeGuard<'a> {
     nm: &'a NodeManager,
     nid: u32,
     block: Block,
+    /// The quota charge of the block as read (inodes only).
+    charge: Option<Charge>,
     changed: bool,
     _lock: MutexGuard<'a, ()>,
     _order: lock_order::Held,
@@ -663,6 +692,9 @@ impl NodeGuard<'_> {
 impl Drop for NodeGuard<'_> {
     fn drop(&mut self) {
         if self.changed {
+            if let Some(quota) = self.nm.quota() {
+                quota.inode_changed(self.charge, quota.charge_of(self.nid, &self.block));
+            }
             let block = std::mem::take(&mut self.block);
             self.nm.insert_dirty(self.nid, block);
         }
@@ -739,9 +771,11 @@ pub struct NatFlush {
     written: HashMap<u32, Arc<Vec<NatEntry>>>,
 }
 
+use crate::quota::{Charge, Quota};
 use crate::segment::SegmentManager;
 use f2fuse_layout::node::{is_dnode_offset, update_inode_checksum};
 use f2fuse_layout::segment::Summary;
+use std::sync::OnceLock;
 
 /// The node log a node goes to: direct nodes of directories hot, of files
 /// warm, indirect nodes cold (kernel rules).

@@ -218,6 +218,12 @@ pub fn recover(ctx: &Ctx, sb: &SuperBlock, cp: &CheckpointState) -> Result<Recov
     };
     // Step 2 (recover_data): every chain node of those files up to their
     // last fsync. Nothing was written meanwhile: the chain reads the same.
+    // Directory entries come last, once every chain block is claimed and
+    // the data logs have moved on: adding a name may write a directory
+    // block, and a log's checkpointed position may hold fsync'd data not
+    // claimed yet (the kernel's recovery adds the name to a cached page and
+    // allocates its block only at the closing checkpoint).
+    let mut dentries: Vec<ChainBlock> = Vec::new();
     walk_chain(ctx.dev, sb, cp, |c| {
         let footer = footer_of(&c.block);
         let ino = footer.ino.get();
@@ -231,7 +237,10 @@ pub fn recover(ctx: &Ctx, sb: &SuperBlock, cp: &CheckpointState) -> Result<Recov
             inline = recover_inode(ctx, c)?;
         }
         if last_dentry == Some(c.blkaddr) {
-            recover_dentry(ctx, c, &mut out.unlinked)?;
+            dentries.push(ChainBlock {
+                blkaddr: c.blkaddr,
+                block: c.block.clone(),
+            });
         }
         if ofs == XATTR_NODE_OFFSET {
             recover_xattr_node(ctx, ino, c)?;
@@ -245,6 +254,9 @@ pub fn recover(ctx: &Ctx, sb: &SuperBlock, cp: &CheckpointState) -> Result<Recov
     })?;
     if out.files > 0 {
         ctx.space.lock().reopen_data_logs()?;
+    }
+    for c in &dentries {
+        recover_dentry(ctx, c, &mut out.unlinked)?;
     }
     Ok(out)
 }

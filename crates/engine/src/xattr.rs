@@ -167,6 +167,7 @@ pub fn ensure_xattr_node(ctx: &Ctx, inode: &InodeInfo) -> Result<u32> {
     if inode.xattr_nid != 0 {
         return Ok(inode.xattr_nid);
     }
+    ctx.quota_admits(inode, 1)?;
     let cold = inode.kind != crate::inode::FileKind::Directory;
     let xnid = ctx.new_node(None, Some(inode.ino), XATTR_NODE_OFFSET, cold)?;
     ctx.update_inode(inode.ino, |raw| {

@@ -101,6 +101,14 @@ const CASES: &[(u64, u32, u32, &str)] = &[
     (1030 << 20, 4, 2, "extra_attr"),
     (3 << 30, 1, 1, "extra_attr,inode_checksum"),
     (256 << 20, 1, 1, "extra_attr,inode_checksum,compression"),
+    (64 << 20, 1, 1, "extra_attr,quota,project_quota,lost_found"),
+    (100 << 20, 1, 1, "quota"),
+    (
+        128 << 20,
+        1,
+        1,
+        "extra_attr,inode_checksum,inode_crtime,project_quota",
+    ),
     (64 << 30, 1, 1, ""),
 ];
 
@@ -224,12 +232,12 @@ fn refuses_bad_requests_with_clear_errors() {
     let err = format(&dev, &MkfsOptions::default(), true).unwrap_err();
     assert_eq!(err.to_errno(), libc::EINVAL, "{err}");
     let dev = f2fuse_engine::device::Device::new(Box::new(MemDevice::new(64 << 20)));
-    let quota = MkfsOptions {
-        features: feature::QUOTA_INO,
+    let verity = MkfsOptions {
+        features: feature::VERITY,
         ..MkfsOptions::default()
     };
     assert!(matches!(
-        format(&dev, &quota, true),
+        format(&dev, &verity, true),
         Err(f2fuse_engine::Error::Unsupported(_))
     ));
     let no_extra = MkfsOptions {

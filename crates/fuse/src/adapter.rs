@@ -641,9 +641,16 @@ impl F2fsFuse {
                 flags: common,
                 projid,
             } => {
-                // Moving a file to another project needs project quota accounting.
+                // The project first, then the flags (the kernel sets them the
+                // other way round; only which error a failing pair reports differs).
                 if projid != self.fs.project_id(&inode) {
-                    return reply.error(Errno::EOPNOTSUPP);
+                    self.shared.change();
+                    let creds = self.caller(req);
+                    let view = user_view(&self.fs, &creds, !self.cfg.default_permissions);
+                    if let Err(e) = view.set_project_id(ino, projid) {
+                        return reply.error(errno(&e));
+                    }
+                    self.shared.forget_attributes(ino);
                 }
                 let new = (flags & !ioctl::COMMON_FLAGS) | common;
                 self.set_flags(req, ino, flags, new, reply)
@@ -1330,9 +1337,12 @@ impl Filesystem for F2fsFuse {
         self.fsync(req, ino, fh, datasync, reply);
     }
 
-    fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
+    fn statfs(&self, _req: &Request, ino: INodeNo, reply: ReplyStatfs) {
         self.shared.request();
-        let s = self.fs.statfs();
+        let s = match ino_of(ino).and_then(|ino| self.fs.statfs_at(ino).map_err(|e| errno(&e))) {
+            Ok(s) => s,
+            Err(e) => return reply.error(e),
+        };
         reply.statfs(
             s.blocks,
             s.blocks_free,

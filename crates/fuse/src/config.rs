@@ -50,6 +50,10 @@ pub struct MountConfig {
     /// reads reach the daemon as requests of up to this size (at most the
     /// largest FUSE request, 1 MiB, each).
     pub read_ahead_kb: u32,
+    /// Quota types whose limits are enforced (bit 0 user, 1 group, 2
+    /// project), from the kernel's `usrquota`, `grpquota`, `prjquota`
+    /// (`quota` = `usrquota`); usage is tracked on quota images either way.
+    pub quota_enforced: u8,
 }
 
 /// Default readahead window (KiB): large enough that a sequential reader
@@ -73,6 +77,7 @@ impl Default for MountConfig {
             atime: AtimePolicy::default(),
             compress: CompressOptions::default(),
             read_ahead_kb: DEFAULT_READ_AHEAD_KB,
+            quota_enforced: 0,
         }
     }
 }
@@ -91,7 +96,7 @@ pub const OPTIONS_HELP: &str = "ro, rw, allow_other, default_permissions, thread
      see `f2fuse tune`), and the compression options compress_algorithm=lzo|lz4[:LEVEL]|\
      zstd[:LEVEL]|lzo-rle, compress_log_size=2..8, compress_extension=EXT, \
      nocompress_extension=EXT (each may be repeated), compress_chksum, \
-     compress_mode=fs|user";
+     compress_mode=fs|user, and the quota options usrquota, grpquota, prjquota, quota";
 
 fn seconds(name: &str, value: &str) -> Result<Duration, String> {
     let secs: f64 = value
@@ -156,6 +161,9 @@ impl MountConfig {
             ("fsname", Some(v)) if !v.is_empty() => self.fsname = Some(v.to_string()),
             ("subtype", Some(v)) if !v.is_empty() && !v.contains(',') => {
                 self.subtype = v.to_string()
+            }
+            (name, None) if f2fuse_engine::fs::enforcement_bit(name).is_some() => {
+                self.quota_enforced |= f2fuse_engine::fs::enforcement_bit(name).unwrap_or(0);
             }
             ("relatime", None) => self.set_atime(AtimePolicy::Relative),
             ("strictatime", None) => self.set_atime(AtimePolicy::Strict),

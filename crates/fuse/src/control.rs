@@ -274,10 +274,42 @@ fn dispatch(fs: &Fs, wake_cleaner: &dyn Fn(), line: &str) -> Result<String, Stri
             fs.file_extents(path)
                 .map(|e| (e.to_text(), e.to_json().to_string()))
         }),
+        "quota" => quota(fs, argument.trim()),
         _ => Err(format!(
-            "unknown request \"{verb}\" (known: tune, status, extents)"
+            "unknown request \"{verb}\" (known: tune, status, extents, quota)"
         )),
     }
+}
+
+/// `quota` (the quota files as a table) and `quota set TYPE ID BSOFT
+/// BHARD ISOFT IHARD` (one id's limits, block limits in KiB).
+fn quota(fs: &Fs, argument: &str) -> Result<String, String> {
+    let text = |e: f2fuse_engine::Error| e.to_string();
+    if argument.is_empty() {
+        return fs.quota_report().map_err(text);
+    }
+    let words: Vec<&str> = argument.split_whitespace().collect();
+    let usage = || "usage: quota set user|group|project ID BSOFT BHARD ISOFT IHARD".to_string();
+    let ["set", kind, numbers @ ..] = words.as_slice() else {
+        return Err(usage());
+    };
+    let qtype = f2fuse_engine::quota::type_by_name(kind).ok_or_else(usage)?;
+    let numbers: Vec<u64> = numbers
+        .iter()
+        .map(|n| n.parse().map_err(|_| usage()))
+        .collect::<Result<_, _>>()?;
+    let [id, block_soft_kib, block_hard_kib, inode_soft, inode_hard] = numbers[..] else {
+        return Err(usage());
+    };
+    let id = u32::try_from(id).map_err(|_| usage())?;
+    let limits = f2fuse_engine::quota::Limits {
+        block_soft_kib,
+        block_hard_kib,
+        inode_soft,
+        inode_hard,
+    };
+    fs.set_quota_limits(qtype, id, &limits).map_err(text)?;
+    Ok(String::new())
 }
 
 /// `status [--json]` and `extents [--json] PATH`: a read-only report as

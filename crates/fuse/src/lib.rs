@@ -504,6 +504,8 @@ fn serve_blocked(
     if !cfg.read_only {
         fs.set_compress_options(cfg.compress.clone())
             .map_err(|e| format!("compression options: {e}"))?;
+        fs.set_quota_enforcement(cfg.quota_enforced)
+            .map_err(|e| format!("quota options: {e}"))?;
     }
     let fs = Arc::new(fs);
     let shared = Arc::new(Shared::default());

@@ -15,6 +15,7 @@ pub mod error;
 pub mod geometry;
 pub mod hash;
 pub mod node;
+pub mod quota;
 pub mod segment;
 pub mod superblock;
 pub mod xattr;

@@ -95,6 +95,7 @@ pub fn reserve_blocks(ctx: &Ctx, ino: u32) -> Result<u64> {
         charged += empty + 1;
         saved += slots.len() as u64 - payload;
     }
+    ctx.quota_admits(&inode, charged)?;
     ctx.space.lock().reserve_blocks(charged)?;
     for (cluster, slots) in &clusters {
         replace_slots(ctx, &inode, *cluster, slots, NULL_ADDR, NEW_ADDR)?;

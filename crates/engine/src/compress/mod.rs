@@ -473,11 +473,12 @@ fn store_cluster(
         .iter()
         .filter(|p| !matches!(p, SlotPlan::Marker(NULL_ADDR)))
         .count() as u64;
-    // Allocate everything under one lock, after checking the space.
+    // Allocate everything under one lock, after checking the quota and the space.
+    let grow = not_null.saturating_sub(old_counted);
+    ctx.quota_admits(inode, grow)?;
     let mut new = Vec::with_capacity(plan.len());
     {
         let mut space = ctx.space.lock();
-        let grow = not_null.saturating_sub(old_counted);
         if space.free_user_blocks() < new_blocks.max(grow) {
             return Err(Error::errno(
                 libc::ENOSPC,

@@ -365,6 +365,7 @@ impl Fs {
                 }
                 None => attr,
             };
+            self.check_owner_transfer(&inode, attr.uid, attr.gid)?;
             let kill = attr.kill_privileges && inode.kind != FileKind::Directory;
             let mode = match attr.mode {
                 Some(perm) if kill => Some(without_privileges(perm)),

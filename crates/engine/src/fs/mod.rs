@@ -3,7 +3,8 @@
 //! `namei` (names), `file` (data, attributes, fallocate, seek), `xattr`,
 //! `evict` (open counts, orphans, freeing inodes), `sync` (fsync and
 //! checkpoints), `clean` (driving garbage collection), `info` (status,
-//! statfs, tunables), `locks` (the lock table).
+//! statfs, tunables), `locks` (the lock table), `quota` (quota files,
+//! limits, project ids).
 //!
 //! # Lock protocol
 //!
@@ -24,7 +25,7 @@
 //! 6. the fsync-chain lock (one chain in the warm node log at a time);
 //! 7. one node guard (`node::NodeGuard`): a node block is changed only
 //!    while its guard is held;
-//! 8. leaf locks (segment manager, NAT, node caches, counters): held
+//! 8. leaf locks (segment manager, NAT, node caches, counters, quota files): held
 //!    briefly, never while waiting for another lock, never across file
 //!    data I/O.
 //!
@@ -49,6 +50,7 @@ mod locks;
 mod namei;
 mod open;
 mod perm;
+mod quota;
 mod read;
 mod sync;
 mod xattr;
@@ -57,6 +59,7 @@ pub use atime::AtimePolicy;
 pub use file::{SetAttr, TimeSet};
 pub use namei::RenameFlags;
 pub use perm::{AsUser, OPEN_FOR_EXEC};
+pub use quota::enforcement_bit;
 
 use crate::checkpoint::CheckpointState;
 use crate::data::DataPolicy;
@@ -148,6 +151,9 @@ struct Writer {
     compress_options: Mutex<crate::compress::CompressOptions>,
     /// Sections kept free for cleaning (checkpoint rsvd_segment_count).
     reserved_sections: u32,
+    /// The quota files are not trusted: checkpoints carry
+    /// CP_QUOTA_NEED_FSCK (see `quota`).
+    quota_need_fsck: AtomicBool,
 }
 
 pub struct Fs {

@@ -104,7 +104,7 @@ impl Fs {
                     rdev,
                 },
                 dir_level,
-                dir.flags,
+                &dir,
             )?;
             let linked = (|| {
                 if kind == FileKind::Directory {
@@ -334,6 +334,7 @@ impl Fs {
             self.may_create(caller, &dir)?;
             deny_if_immutable(&dir, "adding a name")?;
             let inode = self.caller_inode(ctx, ino)?;
+            self.check_same_project(&dir, &inode)?;
             deny_if_locked(&inode, "linking to it")?;
             if inode.kind == FileKind::Directory {
                 return Err(Error::errno(libc::EPERM, "hard links to directories"));
@@ -528,6 +529,10 @@ impl Fs {
                 Some(e) => Some(ctx.inode(e.info.ino)?),
                 None => None,
             };
+            self.check_same_project(&new_dir, &moving)?;
+            if let Some(victim) = replaced.as_ref().filter(|_| flags.exchange) {
+                self.check_same_project(&old_dir, victim)?;
+            }
             self.may_delete(caller, &old_dir, &moving)?;
             match &replaced {
                 Some(victim) => self.may_delete(caller, &new_dir, victim)?,

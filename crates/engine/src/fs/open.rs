@@ -26,7 +26,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Features an image may have for us to write it.
-const WRITE_FEATURES: u32 = crate::mkfs::MKFS_FEATURES | feature::PRJQUOTA | feature::COMPRESSION;
+const WRITE_FEATURES: u32 =
+    crate::mkfs::MKFS_FEATURES | feature::PRJQUOTA | feature::QUOTA_INO | feature::COMPRESSION;
 
 impl Fs {
     /// Opens an image file or block device, raw or (read-only) an Android
@@ -186,7 +187,10 @@ impl Fs {
             gc: Mutex::new(GcState::default()),
             compress_options: Mutex::new(Default::default()),
             reserved_sections,
+            quota_need_fsck: AtomicBool::new(false),
         });
+        // Before anything changes usage: orphans and recovery move it too.
+        fs.load_quota()?;
         // Nothing else can reach this file system yet: no locks needed.
         let pending: Vec<u32> = fs.writer().orphans.lock().iter().copied().collect();
         for &ino in &pending {

@@ -362,6 +362,11 @@ impl<'a> AsUser<'a> {
     pub fn set_flags(&self, ino: u32, requested: u32) -> Result<InodeInfo> {
         self.fs.set_flags_for(ino, requested, self.caller())
     }
+
+    /// FS_IOC_FSSETXATTR's project id: the owner or a privileged caller.
+    pub fn set_project_id(&self, ino: u32, projid: u32) -> Result<InodeInfo> {
+        self.fs.set_project_id_for(ino, projid, self.caller())
+    }
 }
 
 /// vfs_fileattr_set's rules for `set_flags` by `creds`.

@@ -153,6 +153,7 @@ impl Fs {
     /// Writes a checkpoint; the caller holds `op_lock` exclusively.
     pub(super) fn checkpoint_locked(&self, umount: bool) -> Result<()> {
         let w = self.writer();
+        self.write_quota_files()?;
         let mut cp = self.cp.write();
         let stamp = self.node_stamp(&cp);
         self.nm
@@ -171,6 +172,7 @@ impl Fs {
             nat_bits: &nat.bits,
             sit,
             next_free_nid: self.nm.next_free_nid(),
+            quota_need_fsck: self.quota_needs_fsck(),
         };
         write_checkpoint(&self.dev, self.superblock(), &mut cp, &space, req)?;
         self.counters.add(FsCounter::CheckpointsWritten as usize, 1);

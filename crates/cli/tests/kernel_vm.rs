@@ -1,0 +1,1261 @@
+//! Kernel compatibility, checked against the real thing: Debian's Linux 6.1
+//! f2fs module in a throw-away VM (`scripts/kernel-vm.sh`, qemu; KVM when
+//! it boots, else TCG).
+//!
+//! * Images f2fuse writes (`build` of a varied tree; the feature set
+//!   extra_attr + inode_checksum + flexible_inline_xattr + inode_crtime +
+//!   sb_checksum; casefolded directories; files compressed with each
+//!   algorithm) mount in the kernel, which sees exactly what f2fuse wrote
+//!   (a manifest of every entry: type, mode, owner, links, size, SHA-256,
+//!   symlink target, user xattrs) and writes more; after its unmount
+//!   fsck.f2fs is clean and f2fuse sees exactly what the kernel saw.
+//! * Images the kernel writes (compressed files, casefolded directories,
+//!   quota, fsync'd files cut off by a power cut before any checkpoint)
+//!   read back in f2fuse exactly as the kernel last saw them; the fsync
+//!   chain is rolled forward by f2fuse, after which fsck.f2fs is clean and
+//!   the kernel mounts the image and sees the same files.
+//!
+//! Needs root (owners are compared), f2fs-tools, getfattr, and what
+//! `scripts/kernel-vm.sh prepare` needs (qemu-system-x86, busybox-static,
+//! cpio, Debian's registry for the kernel package). When the VM cannot be
+//! prepared the tests print a skip note, also under CI; when it can, any
+//! difference fails.
+
+#[path = "../../engine/tests/support/mod.rs"]
+mod support;
+
+use f2fuse_engine::checkpoint::load_checkpoint;
+use f2fuse_engine::compress::CompressOptions;
+use f2fuse_engine::device::{Device, MemDevice};
+use f2fuse_engine::fs::SetAttr;
+use f2fuse_engine::mkfs::{format, MkfsOptions};
+use f2fuse_engine::recovery::walk_chain;
+use f2fuse_engine::superblock::load_superblock;
+use f2fuse_engine::{Fs, OpenOptions};
+use f2fuse_layout::compress::CompressAlgorithm;
+use f2fuse_layout::inode_flag;
+use f2fuse_layout::inode_flag::CASEFOLD;
+use f2fuse_layout::F2FS_ROOT_INO as ROOT;
+use std::collections::BTreeMap;
+use std::fs;
+use std::os::unix::fs::symlink;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+use support::*;
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn vm_script() -> PathBuf {
+    repo().join("scripts/kernel-vm.sh")
+}
+
+/// Whether the VM can run here; a skip note when not (exit status 3 of
+/// `kernel-vm.sh prepare`: a tool or the kernel package cannot be had).
+fn vm_available() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("SKIPPING kernel VM test: needs root (owners are compared)");
+        return false;
+    }
+    if !require_f2fs_tools() || !require_tool("getfattr") {
+        return false;
+    }
+    let out = Command::new(vm_script())
+        .arg("prepare")
+        .output()
+        .expect("run scripts/kernel-vm.sh prepare");
+    match out.status.code() {
+        Some(0) => {
+            eprintln!("kernel VM: {}", String::from_utf8_lossy(&out.stdout).trim());
+            true
+        }
+        Some(3) => {
+            eprintln!(
+                "SKIPPING kernel VM test: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            );
+            false
+        }
+        _ => panic!(
+            "kernel-vm.sh prepare failed ({}):\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        ),
+    }
+}
+
+/// Shell functions for both sides (busybox ash in the VM, bash on the
+/// host; stat, sha256sum and getfattr print alike in both): `manifest DIR`
+/// prints every entry under DIR in a few batched commands (process starts
+/// are slow under TCG); [`normalize`] turns that into one line per entry.
+const MANIFEST_SH: &str = r##"
+manifest() (
+    cd "$1" || exit 1
+    echo "# stat"
+    find . ! -name . -exec stat -c '%F|%a|%u:%g|%h|%s|%n' {} +
+    echo "# sha256"
+    find . -type f -exec sha256sum {} +
+    echo "# readlink"
+    find . -type l | while IFS= read -r p; do echo "$(readlink "$p")|$p"; done
+    echo "# xattr"
+    getfattr -R -h -d -m '^user\.' -e hex . 2>/dev/null || true
+)
+# section NAME COMMAND...: COMMAND's output between markers the host parses.
+section() {
+    name=$1
+    shift
+    echo "=== begin $name"
+    "$@"
+    echo "=== end $name"
+}
+"##;
+
+/// Prologue of every VM script: stop at the first failing command, the
+/// shared functions, debugfs for the f2fs counters.
+fn vm_prologue() -> String {
+    format!("set -eu\n{MANIFEST_SH}\nmount -t debugfs none /sys/kernel/debug\n")
+}
+
+/// Epilogue: the kernel's f2fs messages as a section.
+const VM_EPILOGUE: &str =
+    "section dmesg sh -c \"dmesg | grep -iE 'f2fs|unicode|utf8|quota' || true\"\n";
+
+struct VmRun {
+    out: String,
+    console: String,
+}
+
+impl VmRun {
+    /// The lines of section `name` (panics if the VM did not print it).
+    fn section(&self, name: &str) -> String {
+        let begin = format!("=== begin {name}\n");
+        let start = self
+            .out
+            .find(&begin)
+            .unwrap_or_else(|| panic!("no section {name} in the VM's output:\n{}", self.out))
+            + begin.len();
+        let len = self.out[start..]
+            .find(&format!("=== end {name}\n"))
+            .unwrap_or_else(|| panic!("section {name} not ended:\n{}", self.out));
+        self.out[start..start + len].to_string()
+    }
+
+    /// `KEY value` lines of the output (the checks' own reports).
+    fn values(&self, key: &str) -> Vec<String> {
+        self.out
+            .lines()
+            .filter_map(|l| l.strip_prefix(key).and_then(|v| v.strip_prefix(' ')))
+            .map(str::to_string)
+            .collect()
+    }
+
+    /// The kernel's f2fs messages (and its f2fs warnings, whose stack
+    /// lines name fs/f2fs) must hold no error or inconsistency. Other
+    /// subsystems are not judged: under TCG on a busy host the console
+    /// may report clock or RCU stalls; an oops ends the run (oops=panic).
+    fn assert_kernel_quiet(&self) {
+        let kernel = self.section("dmesg");
+        let bad: Vec<&str> = kernel
+            .lines()
+            .filter(|l| {
+                let l = l.to_ascii_lowercase();
+                [
+                    "error",
+                    "corrupt",
+                    "inconsisten",
+                    "fsck",
+                    "invalid",
+                    "wrong",
+                    "mismatch",
+                    "fail",
+                    "abnormal",
+                    "bug",
+                    "warning",
+                    "call trace",
+                ]
+                .iter()
+                .any(|w| l.contains(w))
+            })
+            .collect();
+        assert!(
+            bad.is_empty(),
+            "the kernel complained:\n{}\n--- all f2fs messages:\n{kernel}\n--- console:\n{}",
+            bad.join("\n"),
+            self.console
+        );
+    }
+}
+
+/// Boots the VM with `disks` (/dev/vda, /dev/vdb, ...) and runs `script`;
+/// panics unless it exits 0.
+fn run_vm(scratch: &Scratch, disks: &[&Path], script: &str) -> VmRun {
+    let script_path = scratch.join("vm-script.sh");
+    fs::write(&script_path, script).unwrap();
+    let console = scratch.join("vm-console.log");
+    let mut cmd = Command::new(vm_script());
+    cmd.arg("run").arg("-t").arg("240").arg("-c").arg(&console);
+    for d in disks {
+        cmd.arg("-d").arg(d);
+    }
+    let out = cmd.arg(&script_path).output().expect("run kernel-vm.sh");
+    let run = VmRun {
+        out: String::from_utf8_lossy(&out.stdout).into_owned(),
+        console: fs::read_to_string(&console).unwrap_or_default(),
+    };
+    assert!(
+        out.status.success(),
+        "the VM script failed ({}):\n{}\n--- stderr:\n{}\n--- console:\n{}",
+        out.status,
+        run.out,
+        String::from_utf8_lossy(&out.stderr),
+        run.console
+    );
+    run
+}
+
+fn f2fuse(args: &[&str]) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_f2fuse"))
+        .args(args)
+        .output()
+        .expect("run f2fuse");
+    assert!(
+        out.status.success(),
+        "f2fuse {args:?} failed ({}):\n{}{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// A scratch path as the &str the CLI takes (scratch paths are ASCII).
+fn arg(path: &Path) -> &str {
+    path.to_str().unwrap()
+}
+
+/// One line per entry, sorted by path: `PATH: TYPE MODE UID:GID LINKS
+/// [SIZE SHA256 | -> TARGET] [xattr NAME=VALUE]...` from `manifest`'s output.
+fn normalize(raw: &str) -> String {
+    let mut entries: BTreeMap<String, String> = BTreeMap::new();
+    let mut part = "";
+    let mut xattr_path = String::new();
+    for line in raw.lines() {
+        if let Some(p) = line
+            .strip_prefix("# ")
+            .filter(|_| part != "xattr" || line == "# xattr")
+        {
+            part = match p {
+                "stat" | "sha256" | "readlink" | "xattr" => p,
+                _ => panic!("unexpected manifest line {line:?}"),
+            };
+            continue;
+        }
+        match part {
+            "stat" => {
+                let f: Vec<&str> = line.splitn(6, '|').collect();
+                assert_eq!(f.len(), 6, "stat line {line:?}");
+                let kind = f[0].replace("regular empty file", "regular file");
+                // Directory sizes are the file system's own business.
+                let size = if kind == "directory" { "" } else { f[4] };
+                entries.insert(
+                    f[5].to_string(),
+                    format!("{kind} {} {} {} {size}", f[1], f[2], f[3]),
+                );
+            }
+            "sha256" => {
+                let (hash, path) = line.split_once("  ").expect("sha256sum line");
+                entry(&mut entries, path).push_str(&format!(" {hash}"));
+            }
+            "readlink" => {
+                let (target, path) = line.rsplit_once('|').expect("readlink line");
+                entry(&mut entries, path).push_str(&format!(" -> {target}"));
+            }
+            "xattr" => {
+                if let Some(path) = line.strip_prefix("# file: ") {
+                    xattr_path = format!("./{path}");
+                } else if !line.is_empty() {
+                    entry(&mut entries, &xattr_path).push_str(&format!(" xattr {line}"));
+                }
+            }
+            _ => panic!("manifest line before any part: {line:?}"),
+        }
+    }
+    entries
+        .iter()
+        .map(|(path, what)| format!("{path}: {what}\n"))
+        .collect()
+}
+
+fn entry<'a>(entries: &'a mut BTreeMap<String, String>, path: &str) -> &'a mut String {
+    entries
+        .get_mut(path)
+        .unwrap_or_else(|| panic!("manifest: {path:?} has no stat line"))
+}
+
+/// The manifest of a host directory, by the same shell function.
+fn host_manifest(dir: &Path) -> String {
+    let out = Command::new("bash")
+        .arg("-c")
+        .arg(format!("{MANIFEST_SH}\nmanifest \"$1\""))
+        .arg("manifest")
+        .arg(dir)
+        .output()
+        .expect("bash");
+    assert!(out.status.success(), "manifest of {}", dir.display());
+    normalize(&String::from_utf8(out.stdout).unwrap())
+}
+
+/// What f2fuse reads from `img`: `f2fuse extract` (as root: owners, modes,
+/// hard links, xattrs kept), then the manifest of the copy.
+fn f2fuse_manifest(scratch: &Scratch, img: &Path, tag: &str) -> String {
+    let dir = scratch.join(format!("extract-{tag}"));
+    let _ = fs::remove_dir_all(&dir);
+    f2fuse(&["extract", "-q", arg(img), arg(&dir)]);
+    host_manifest(&dir)
+}
+
+/// Equal manifests, or a panic listing the lines that differ.
+#[track_caller]
+fn assert_same(what: &str, expected: &str, got: &str) {
+    if expected == got {
+        return;
+    }
+    let want: Vec<&str> = expected.lines().collect();
+    let have: Vec<&str> = got.lines().collect();
+    let missing: Vec<&&str> = want.iter().filter(|l| !have.contains(l)).collect();
+    let extra: Vec<&&str> = have.iter().filter(|l| !want.contains(l)).collect();
+    panic!(
+        "{what}: manifests differ\nonly in the expected ({} lines):\n{}\nonly in the actual ({} lines):\n{}",
+        want.len(),
+        missing.iter().map(|l| format!("  {l}")).collect::<Vec<_>>().join("\n"),
+        have.len(),
+        extra.iter().map(|l| format!("  {l}")).collect::<Vec<_>>().join("\n"),
+    );
+}
+
+#[track_caller]
+fn assert_fsck(img: &Path, when: &str) {
+    if let Err(report) = fsck_f2fs(img) {
+        panic!("fsck after {when}:\n{report}");
+    }
+}
+
+fn random_bytes(rng: &mut Rng, len: usize) -> Vec<u8> {
+    let mut v = vec![0u8; len];
+    rng.fill(&mut v);
+    v
+}
+
+fn set_user_xattr(path: &Path, name: &str, value: &[u8]) {
+    let status = Command::new("setfattr")
+        .arg("-n")
+        .arg(name)
+        .arg("-v")
+        .arg(format!(
+            "0x{}",
+            value.iter().map(|b| format!("{b:02x}")).collect::<String>()
+        ))
+        .arg(path)
+        .status()
+        .expect("setfattr");
+    assert!(status.success(), "setfattr {name} {}", path.display());
+}
+
+/// A tree with the cases an image must get right: inline and non-inline
+/// files, files past the inode's and the direct nodes' addresses, holes, a
+/// sparse file reaching the double-indirect node, symlinks (short, long,
+/// dangling), hard links across directories, xattrs (small and large),
+/// a 1200-entry directory, UTF-8 and 255-byte names.
+fn varied_tree(root: &Path) {
+    let mut rng = Rng(0x5eed_f2f5);
+    let files = root.join("files");
+    fs::create_dir_all(&files).unwrap();
+    for (name, len) in [
+        ("empty", 0),
+        ("one", 1),
+        ("inline", 3000),
+        ("just_over_inline", 3500),
+        ("small", 5000),
+        ("medium", 300_000),
+        ("big", 6 << 20),
+    ] {
+        fs::write(files.join(name), random_bytes(&mut rng, len)).unwrap();
+    }
+    // Holes: data at the start, in the middle, at the end; and a file whose
+    // last data block lies past the indirect nodes (double-indirect).
+    let sparse = fs::File::create(files.join("sparse")).unwrap();
+    use std::os::unix::fs::FileExt;
+    // 923 addresses in the inode, 2 x 1018 in direct nodes: block 5200
+    // lies under the first indirect node.
+    for off in [0u64, 5 << 20, (5200 << 12) + 123] {
+        sparse
+            .write_all_at(&random_bytes(&mut rng, 10_000), off)
+            .unwrap();
+    }
+    sparse.set_len(24 << 20).unwrap();
+    fs::write(files.join("text.txt"), "f2fs text line\n".repeat(2000)).unwrap();
+
+    let other = root.join("other");
+    fs::create_dir_all(&other).unwrap();
+    fs::hard_link(files.join("small"), other.join("small_link")).unwrap();
+    fs::hard_link(files.join("small"), other.join("small_link2")).unwrap();
+    symlink("../files/one", other.join("short_sym")).unwrap();
+    symlink("x/".repeat(1500), other.join("long_sym")).unwrap();
+    symlink("nowhere", other.join("dangling")).unwrap();
+    set_user_xattr(&files.join("small"), "user.small", b"v");
+    set_user_xattr(
+        &files.join("inline"),
+        "user.big",
+        &random_bytes(&mut rng, 1500),
+    );
+    set_user_xattr(&other, "user.dir", b"directory value");
+
+    let many = root.join("many");
+    fs::create_dir_all(&many).unwrap();
+    for i in 0..1200 {
+        fs::write(many.join(format!("entry_{i}")), format!("{i}\n")).unwrap();
+    }
+    let names = root.join("names");
+    fs::create_dir_all(&names).unwrap();
+    fs::write(names.join("UTF-8 ünïcødé 名前 😀"), b"utf8").unwrap();
+    fs::write(names.join("n".repeat(255)), b"long name").unwrap();
+    fs::write(names.join("with space"), b"space").unwrap();
+}
+
+/// A tree per compression algorithm under `root/ALG`: compressible files of
+/// several sizes (partial last cluster, many clusters), an incompressible
+/// one (stored raw) and a mixed one.
+fn compressible_tree(root: &Path, alg: &str) {
+    let mut rng = Rng(0xc0de ^ alg.len() as u64);
+    let dir = root.join(alg);
+    fs::create_dir_all(&dir).unwrap();
+    let text = |n: usize| -> Vec<u8> {
+        (0..n)
+            .flat_map(|i| format!("{alg} line {i} of compressible text\n").into_bytes())
+            .collect()
+    };
+    fs::write(dir.join("text"), text(40_000)).unwrap();
+    fs::write(dir.join("partial"), text(700)).unwrap();
+    fs::write(dir.join("random"), random_bytes(&mut rng, 100_000)).unwrap();
+    let mut mixed = text(3000);
+    mixed.extend(random_bytes(&mut rng, 50_000));
+    mixed.extend(text(3000));
+    fs::write(dir.join("mixed"), mixed).unwrap();
+    fs::write(dir.join("zeros"), vec![0u8; 200_000]).unwrap();
+}
+
+/// The kernel writes to a mounted image at $1: new files of every size,
+/// appends, overwrites, truncation, links, renames, removals, xattrs.
+const KERNEL_WRITES_SH: &str = r#"
+kernel_writes() {
+    d=$1
+    mkdir "$d/kernel"
+    dd if=/dev/urandom of="$d/kernel/random" bs=1k count=700 2>/dev/null
+    seq 1 100000 >"$d/kernel/seq"
+    echo inline >"$d/kernel/inline"
+    for i in $(seq 1 300); do echo "$i" >"$d/kernel/k_$i"; done
+    cat "$d/files/small" >>"$d/files/big"
+    dd if=/dev/urandom of="$d/files/big" bs=4096 seek=100 count=3 conv=notrunc 2>/dev/null
+    dd if=/dev/urandom of="$d/files/sparse" bs=4096 seek=700 count=2 conv=notrunc 2>/dev/null
+    truncate -s 1000 "$d/files/just_over_inline"
+    echo more >>"$d/files/inline"
+    ln "$d/files/one" "$d/kernel/one_link"
+    ln -s ../files "$d/kernel/sym"
+    mv "$d/many/entry_5" "$d/kernel/moved"
+    rm "$d/many/entry_6" "$d/other/small_link2"
+    setfattr -n user.kernel -v written "$d/kernel/random"
+    setfattr -x user.small "$d/files/small"
+}
+"#;
+
+/// `check DESCRIPTION COMMAND...` in the VM: a CHECK line, ok or FAIL.
+const CHECK_SH: &str = r#"
+check() {
+    what=$1
+    shift
+    if "$@" >/dev/null 2>&1; then echo "CHECK ok $what"; else echo "CHECK FAIL $what"; fi
+}
+"#;
+
+/// Every CHECK line says ok, and there are `count` of them.
+#[track_caller]
+fn assert_checks(run: &VmRun, count: usize) {
+    let checks = run.values("CHECK");
+    let failed: Vec<&String> = checks.iter().filter(|c| !c.starts_with("ok ")).collect();
+    assert!(
+        failed.is_empty(),
+        "kernel-side checks failed: {failed:#?}\n{}",
+        run.out
+    );
+    assert_eq!(checks.len(), count, "checks run: {checks:#?}");
+}
+
+/// Files in casefolded directories, written by f2fuse, for the kernel to
+/// find under other spellings.
+const CASEFOLD_FILES: &[(&str, &str)] = &[
+    ("Straße.txt", "strasse"),
+    ("caf\u{e9}", "cafe precomposed"),
+    ("\u{131}", "dotless i"),
+    ("A\u{200B}B", "ignorable"),
+    ("Mixed/Inner.TXT", "inner"),
+];
+
+fn write_casefolded_dirs(img: &Path) {
+    let fs = open_writable(img);
+    let dir = fs.mkdir(ROOT, b"cf", 0o755, 0, 0).unwrap();
+    let flags = fs.get_flags(&dir);
+    let cf = fs.set_flags(dir.ino, flags | CASEFOLD).unwrap().ino;
+    let mixed = fs.mkdir(cf, b"Mixed", 0o755, 0, 0).unwrap().ino;
+    for (path, text) in CASEFOLD_FILES {
+        let (parent, name) = match path.split_once('/') {
+            Some((_, name)) => (mixed, name),
+            None => (cf, *path),
+        };
+        let ino = fs.create(parent, name.as_bytes(), 0o644, 0, 0).unwrap().ino;
+        fs.write(ino, 0, text.as_bytes()).unwrap();
+    }
+    for i in 0..300 {
+        let ino = fs
+            .create(cf, format!("Entry_{i}").as_bytes(), 0o644, 0, 0)
+            .unwrap()
+            .ino;
+        fs.write(ino, 0, format!("{i}\n").as_bytes()).unwrap();
+    }
+    fs.unmount().unwrap();
+}
+
+/// Kernel-side lookups of f2fuse's casefolded names under other spellings,
+/// then kernel-created names (checked by f2fuse afterwards). $1: the mount.
+const CASEFOLD_KERNEL_SH: &str = r#"
+casefold_kernel() {
+    cf=$1/cf
+    lsattr -d "$cf"
+    check "cf has F" sh -c "lsattr -d '$cf' | cut -d' ' -f1 | grep -q F"
+    check "STRASSE.TXT" sh -c "[ \"\$(cat '$cf/STRASSE.TXT')\" = strasse ]"
+    check "strasse.txt" sh -c "[ \"\$(cat '$cf/strasse.txt')\" = strasse ]"
+    check "decomposed e" sh -c "[ \"\$(cat \"$cf/\$(printf 'cafe\314\201')\")\" = 'cafe precomposed' ]"
+    check "CAFE capital E acute" sh -c "[ \"\$(cat \"$cf/\$(printf 'CAF\303\211')\")\" = 'cafe precomposed' ]"
+    check "dotless i" sh -c "[ \"\$(cat \"$cf/\$(printf '\304\261')\")\" = 'dotless i' ]"
+    check "I is not dotless i" sh -c "! cat '$cf/I'"
+    check "ignorable dropped" sh -c "[ \"\$(cat '$cf/ab')\" = ignorable ]"
+    check "mixed/inner.txt" sh -c "[ \"\$(cat '$cf/mixed/inner.txt')\" = inner ]"
+    check "ENTRY_299" sh -c "[ \"\$(cat '$cf/ENTRY_299')\" = 299 ]"
+    before=$(ls "$cf" | wc -l)
+    check "no twin created" sh -c "touch '$cf/STRASSE.TXT' && [ \$(ls '$cf' | wc -l) = $before ]"
+    check "twin mkdir EEXIST" sh -c "! mkdir '$cf/MIXED'"
+    printf 'kernel\n' >"$cf/$(printf 'Kernel_\303\204.txt')"
+    mkdir "$cf/KernelDir"
+    echo inner >"$cf/KernelDir/File"
+    check "KernelDir inherits F" sh -c "lsattr -d '$cf/KernelDir' | cut -d' ' -f1 | grep -q F"
+}
+"#;
+const CASEFOLD_KERNEL_CHECKS: usize = 13;
+
+/// Kernel writes to f2fuse's compressed files at $1/ALG, after reporting
+/// each file's flags and compressed block count.
+const COMPRESSED_KERNEL_SH: &str = r#"
+compressed_kernel() {
+    for alg in lz4 lzo zstd lzo-rle; do
+        d=$1/$alg
+        for f in text partial random mixed zeros; do
+            echo "LSATTR $alg/$f $(lsattr "$d/$f" | cut -d' ' -f1)"
+            echo "CBLOCKS $alg/$f $(f2fs_io get_cblocks "$d/$f")"
+        done
+        seq 1 5000 >>"$d/text"
+        dd if=/dev/urandom of="$d/mixed" bs=4096 seek=3 count=2 conv=notrunc 2>/dev/null
+        truncate -s 50000 "$d/zeros"
+        seq 1 20000 >"$d/new"
+    done
+    for f in "$1"/engine-*/rewritten "$1"/fuse/*.txt; do
+        [ -e "$f" ] || continue
+        echo "LSATTR ${f#$1/} $(lsattr "$f" | cut -d' ' -f1)"
+        echo "ENGINE_CBLOCKS ${f#$1/} $(f2fs_io get_cblocks "$f")"
+        dd if=/dev/urandom of="$f" bs=4096 seek=2 count=1 conv=notrunc 2>/dev/null
+        seq 1 3000 >>"$f"
+    done
+}
+"#;
+
+/// Through the library, with each algorithm (zstd at level 3, lz4 with
+/// checksums): compressed files written in uneven pieces, overwritten
+/// inside clusters with compressible and random data, cut in the middle
+/// of a cluster and extended past a hole, under /engine-ALG.
+fn rewrite_compressed_files(img: &Path) {
+    let fs = open_writable(img);
+    let mut rng = Rng(0xfeed);
+    for algorithm in CompressAlgorithm::ALL {
+        let options = CompressOptions {
+            algorithm,
+            level: if algorithm == CompressAlgorithm::Zstd {
+                3
+            } else {
+                0
+            },
+            log_cluster_size: 2 + algorithm as u8,
+            checksum: algorithm == CompressAlgorithm::Lz4,
+            ..CompressOptions::default()
+        };
+        fs.set_compress_options(options).unwrap();
+        let name = format!("engine-{}", algorithm as u8);
+        let dir = fs.mkdir(ROOT, name.as_bytes(), 0o755, 0, 0).unwrap().ino;
+        fs.set_flags(dir, inode_flag::COMPR).unwrap();
+        let text: Vec<u8> = (0..12_000)
+            .flat_map(|i| format!("engine line {i}\n").into_bytes())
+            .collect();
+        let file = fs.create(dir, b"rewritten", 0o644, 0, 0).unwrap().ino;
+        for (i, piece) in text.chunks(70_001).enumerate() {
+            fs.write(file, i as u64 * 70_001, piece).unwrap();
+        }
+        fs.write(file, 50_000, &random_bytes(&mut rng, 10_000))
+            .unwrap();
+        fs.write(file, 120_000, &text[..30_000]).unwrap();
+        fs.setattr(
+            file,
+            &SetAttr {
+                size: Some(300_001),
+                ..SetAttr::default()
+            },
+        )
+        .unwrap();
+        fs.write(file, 400_000, &text[..20_000]).unwrap();
+    }
+    fs.unmount().unwrap();
+}
+
+/// A small image churned through the library until most segments are
+/// partly valid: 24 files of 1 MiB, 3000 random 16 KiB overwrites with a
+/// checkpoint every 250, every third file removed and rewritten. Returns
+/// f2fuse's cleaning counters (blocks moved, sections cleaned).
+fn churned_image(img: &Path) -> (u64, u64) {
+    f2fuse(&["mkfs", "-q", "--size", "96M", arg(img)]);
+    let fs = open_writable(img);
+    let mut rng = Rng(0xc4a2);
+    let mut files = Vec::new();
+    for i in 0..24 {
+        let ino = fs
+            .create(ROOT, format!("churn_{i}").as_bytes(), 0o644, 0, 0)
+            .unwrap()
+            .ino;
+        fs.write(ino, 0, &random_bytes(&mut rng, 1 << 20)).unwrap();
+        files.push(ino);
+    }
+    fs.checkpoint().unwrap();
+    for round in 0..3000u64 {
+        let ino = files[rng.below(files.len() as u64) as usize];
+        let off = rng.below(64) * 16384;
+        fs.write(ino, off, &random_bytes(&mut rng, 16384)).unwrap();
+        if round % 250 == 249 {
+            fs.checkpoint().unwrap();
+        }
+    }
+    for i in (0..24).step_by(3) {
+        let name = format!("churn_{i}");
+        fs.unlink(ROOT, name.as_bytes()).unwrap();
+        let ino = fs.create(ROOT, name.as_bytes(), 0o644, 0, 0).unwrap().ino;
+        fs.write(ino, 0, &random_bytes(&mut rng, 700_000)).unwrap();
+    }
+    let gc = fs.gc_stats();
+    fs.unmount().unwrap();
+    (gc.data_blocks_moved, gc.sections_cleaned)
+}
+
+/// The kernel cleans f2fuse's churned image ($1 the mount, $2 the device
+/// name) urgently for a while: its cleaner finds every moved block's owner
+/// through f2fuse's SSA and checks it against the node (a wrong summary is
+/// skipped or reported). The debugfs GC counters are printed.
+const KERNEL_CLEANS_SH: &str = r#"
+kernel_cleans() {
+    echo "GC $(grep -A6 'GC calls' /sys/kernel/debug/f2fs/status | tr -s ' \n' ' ')"
+    echo 1 >/sys/fs/f2fs/$2/gc_urgent_sleep_time
+    echo 1 >/sys/fs/f2fs/$2/gc_urgent
+    sleep 8
+    echo 0 >/sys/fs/f2fs/$2/gc_urgent
+    sync
+    echo "GC $(grep -A6 'GC calls' /sys/kernel/debug/f2fs/status | tr -s ' \n' ' ')"
+    dd if=/dev/urandom of="$1/after_gc" bs=1k count=2000 2>/dev/null
+}
+"#;
+
+/// Through a FUSE mount with `compress_extension=txt` and zstd: `.txt`
+/// files are compressed as they are created, one is then overwritten in
+/// the middle; a `.bin` file is not compressed. False (with a note) where
+/// FUSE mounts cannot be made.
+fn write_compressed_through_mount(img: &Path, mnt: &Path) -> bool {
+    if !Path::new("/dev/fuse").exists() || find_tool("fusermount3").is_none() {
+        eprintln!("kernel VM test: no /dev/fuse or fusermount3: the FUSE-written part is skipped");
+        return false;
+    }
+    fs::create_dir_all(mnt).unwrap();
+    // In the foreground: the daemon's exit means its last checkpoint is
+    // written and the image closed.
+    let mut daemon = Command::new(env!("CARGO_BIN_EXE_f2fuse"))
+        .args(["mount", arg(img), arg(mnt), "-f", "-o"])
+        .arg("compress_extension=txt,compress_algorithm=zstd")
+        .spawn()
+        .expect("f2fuse mount");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !is_mounted(mnt) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "f2fuse mount did not come up"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let dir = mnt.join("fuse");
+    fs::create_dir(&dir).unwrap();
+    let text: Vec<u8> = (0..20_000)
+        .flat_map(|i| format!("through the mount {i}\n").into_bytes())
+        .collect();
+    fs::write(dir.join("a.txt"), &text).unwrap();
+    fs::write(dir.join("b.txt"), &text).unwrap();
+    let b = fs::OpenOptions::new()
+        .write(true)
+        .open(dir.join("b.txt"))
+        .unwrap();
+    std::os::unix::fs::FileExt::write_all_at(&b, &random_bytes(&mut Rng(7), 20_000), 100_000)
+        .unwrap();
+    b.sync_all().unwrap();
+    drop(b);
+    fs::write(dir.join("c.bin"), &text).unwrap();
+    let status = Command::new("fusermount3")
+        .arg("-u")
+        .arg(mnt)
+        .status()
+        .unwrap();
+    assert!(status.success(), "fusermount3 -u");
+    assert!(daemon.wait().unwrap().success(), "the mount daemon failed");
+    true
+}
+
+const ALGORITHMS: &[(&str, &str)] = &[("lz4", "2"), ("lzo", "3"), ("zstd", "4"), ("lzo-rle", "2")];
+
+#[test]
+fn f2fuse_images_mount_in_the_kernel() {
+    if !vm_available() {
+        return;
+    }
+    let scratch = Scratch::new("kvm-ours");
+    let src = scratch.join("src");
+    varied_tree(&src);
+    let plain = scratch.join("plain.img");
+    let featured = scratch.join("featured.img");
+    let folded = scratch.join("casefold.img");
+    let compressed = scratch.join("compressed.img");
+    f2fuse(&["build", "-q", "-S", "160M", arg(&src), arg(&plain)]);
+    f2fuse(&[
+        "build",
+        "-q",
+        "-S",
+        "160M",
+        "-O",
+        "extra_attr,inode_checksum,flexible_inline_xattr,inode_crtime,sb_checksum",
+        arg(&src),
+        arg(&featured),
+    ]);
+    f2fuse(&[
+        "build",
+        "-q",
+        "-S",
+        "160M",
+        "-O",
+        "casefold",
+        arg(&src),
+        arg(&folded),
+    ]);
+    write_casefolded_dirs(&folded);
+    for (i, (alg, log)) in ALGORITHMS.iter().enumerate() {
+        let tree = scratch.join(format!("tree-{alg}"));
+        compressible_tree(&tree, alg);
+        let size: &[&str] = if i == 0 { &["-S", "96M"] } else { &[] };
+        let mut args = vec!["build", "-q", "-c", "-a", alg, "-L", log];
+        args.extend(size);
+        args.extend([arg(&tree), arg(&compressed)]);
+        f2fuse(&args);
+    }
+    rewrite_compressed_files(&compressed);
+    let through_mount = write_compressed_through_mount(&compressed, &scratch.join("mnt"));
+    // mkfs.f2fs's image with every inode feature, filled by f2fuse.
+    let theirs = scratch.join("mkfs-f2fs.img");
+    mkfs_f2fs(
+        &theirs,
+        160 << 20,
+        &[
+            "-O",
+            "extra_attr,inode_checksum,flexible_inline_xattr,inode_crtime,sb_checksum,lost_found",
+        ],
+    );
+    f2fuse(&["build", "-q", arg(&src), arg(&theirs)]);
+    let churned = scratch.join("churned.img");
+    let (moved, cleaned) = churned_image(&churned);
+    eprintln!("churned image: f2fuse cleaned {cleaned} sections, moved {moved} data blocks");
+    let images = [
+        ("plain", &plain),
+        ("featured", &featured),
+        ("casefold", &folded),
+        ("compressed", &compressed),
+        ("churned", &churned),
+        ("mkfs-f2fs", &theirs),
+    ];
+    let mut before = BTreeMap::new();
+    for (name, img) in images {
+        assert_fsck(img, &format!("f2fuse build ({name})"));
+        before.insert(
+            name,
+            f2fuse_manifest(&scratch, img, &format!("{name}-before")),
+        );
+    }
+    // f2fuse's reader agrees with the source tree (so the kernel's view
+    // below is compared with the source, not only with f2fuse).
+    assert_same(
+        "plain image vs source",
+        &host_manifest(&src),
+        &before["plain"],
+    );
+
+    let mut script = vm_prologue();
+    script.push_str(CHECK_SH);
+    script.push_str(KERNEL_WRITES_SH);
+    script.push_str(CASEFOLD_KERNEL_SH);
+    script.push_str(COMPRESSED_KERNEL_SH);
+    script.push_str(KERNEL_CLEANS_SH);
+    for (disk, (name, _)) in images.iter().enumerate() {
+        let dev = format!("/dev/vd{}", (b'a' + disk as u8) as char);
+        let writes = match *name {
+            "compressed" => "compressed_kernel /mnt/$n".to_string(),
+            "churned" => format!("kernel_cleans /mnt/$n vd{}", (b'a' + disk as u8) as char),
+            "casefold" => "kernel_writes /mnt/$n\ncasefold_kernel /mnt/$n".to_string(),
+            _ => "kernel_writes /mnt/$n".to_string(),
+        };
+        script.push_str(&format!(
+            "n={name}\nmkdir -p /mnt/$n\nmount -t f2fs {dev} /mnt/$n\n\
+             section before-$n manifest /mnt/$n\n{writes}\numount /mnt/$n\n\
+             mount -t f2fs {dev} /mnt/$n\nsection after-$n manifest /mnt/$n\numount /mnt/$n\n"
+        ));
+    }
+    script.push_str(VM_EPILOGUE);
+    let disks: Vec<&Path> = images.iter().map(|(_, p)| p.as_path()).collect();
+    let run = run_vm(&scratch, &disks, &script);
+    run.assert_kernel_quiet();
+    assert_checks(&run, CASEFOLD_KERNEL_CHECKS);
+
+    for (name, img) in images {
+        assert_same(
+            &format!("{name}: the kernel's view of f2fuse's image"),
+            &before[name],
+            &normalize(&run.section(&format!("before-{name}"))),
+        );
+        assert_fsck(img, &format!("the kernel's writes ({name})"));
+        assert_same(
+            &format!("{name}: f2fuse's view of the kernel's writes"),
+            &normalize(&run.section(&format!("after-{name}"))),
+            &f2fuse_manifest(&scratch, img, &format!("{name}-after")),
+        );
+    }
+
+    // Compression: the kernel saw f2fuse's files as compressed (flag c) and
+    // compressible clusters as compressed; incompressible ones raw.
+    let cblocks: BTreeMap<String, u64> = run
+        .values("CBLOCKS")
+        .iter()
+        .map(|l| {
+            let (file, n) = l.split_once(' ').unwrap();
+            (
+                file.to_string(),
+                n.trim().parse().unwrap_or_else(|_| panic!("{l}")),
+            )
+        })
+        .collect();
+    for line in run.values("LSATTR") {
+        assert!(
+            line.split_once(' ').unwrap().1.contains('c'),
+            "the kernel does not see f2fuse's compressed file as compressed: {line}"
+        );
+    }
+    for (alg, _) in ALGORITHMS {
+        // ("zeros" is all holes: build keeps zero blocks as holes.)
+        for file in ["text", "mixed"] {
+            assert!(
+                cblocks[&format!("{alg}/{file}")] > 0,
+                "{alg}/{file}: no compressed blocks per the kernel: {cblocks:?}"
+            );
+        }
+        assert_eq!(cblocks[&format!("{alg}/random")], 0, "{cblocks:?}");
+    }
+
+    let gc = run.values("GC");
+    eprintln!("kernel GC on the churned image: {gc:#?}");
+    let moved: u64 = gc
+        .last()
+        .and_then(|l| l.split("Try to move ").nth(1))
+        .and_then(|l| l.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no GC counters: {gc:?}"));
+    assert!(moved > 0, "the kernel's cleaner moved nothing: {gc:?}");
+    let engine_cblocks = run.values("ENGINE_CBLOCKS");
+    assert_eq!(
+        engine_cblocks.len(),
+        if through_mount { 6 } else { 4 },
+        "{}",
+        run.out
+    );
+    for line in engine_cblocks {
+        let n: u64 = line.split_once(' ').unwrap().1.trim().parse().unwrap();
+        assert!(n > 0, "no compressed blocks per the kernel: {line}");
+    }
+
+    // Casefolding: f2fuse finds the kernel's names under other spellings.
+    let fs = Fs::open_path(&folded, OpenOptions::default()).unwrap();
+    let cf = fs.lookup(ROOT, b"cf").unwrap().ino;
+    let kernel_file = fs.lookup(cf, "Kernel_\u{c4}.txt".as_bytes()).unwrap().ino;
+    assert_eq!(
+        fs.lookup(cf, "KERNEL_\u{e4}.TXT".as_bytes()).unwrap().ino,
+        kernel_file
+    );
+    assert_eq!(
+        fs.lookup(cf, "kernel_a\u{308}.txt".as_bytes()).unwrap().ino,
+        kernel_file
+    );
+    let kernel_dir = fs.lookup(cf, b"kerneldir").unwrap().ino;
+    assert_ne!(fs.inode(kernel_dir).unwrap().flags & CASEFOLD, 0);
+    assert!(fs.lookup(kernel_dir, b"FILE").is_ok());
+}
+
+/// The kernel writes compressed files with each algorithm (mount options
+/// compress_algorithm and compress_extension, chattr +c), overwrites and
+/// appends inside compressed clusters, and reports the compressed blocks.
+const KERNEL_COMPRESSES_SH: &str = r#"
+kernel_compresses() {
+    mkdir -p /mnt/a
+    for alg in lzo lz4 zstd lzo-rle; do
+        opts=compress_algorithm=$alg,compress_extension=txt
+        case $alg in
+        zstd) opts=$opts,compress_log_size=4 ;;
+        lz4) opts=$opts,compress_chksum ;;
+        esac
+        mount -t f2fs -o "$opts" "$1" /mnt/a
+        d=/mnt/a/$alg
+        mkdir "$d"
+        seq 1 200000 >"$d/seq.txt"
+        { seq 1 3000; dd if=/dev/urandom bs=1k count=64 2>/dev/null; seq 1 3000; } >"$d/mixed.txt"
+        dd if=/dev/urandom of="$d/random.txt" bs=1k count=40 2>/dev/null
+        seq 1 1000 >"$d/partial.txt"
+        touch "$d/forced.bin"
+        chattr +c "$d/forced.bin"
+        yes "forced $alg" | head -c 300000 >>"$d/forced.bin"
+        seq 1 50000 >"$d/plain.dat"
+        sync
+        dd if=/dev/urandom of="$d/seq.txt" bs=4096 seek=5 count=1 conv=notrunc 2>/dev/null
+        seq 1 100 >>"$d/seq.txt"
+        sync
+        for f in seq.txt mixed.txt random.txt partial.txt forced.bin; do
+            echo "CBLOCKS $alg/$f $(f2fs_io get_cblocks "$d/$f")"
+        done
+        umount /mnt/a
+    done
+}
+"#;
+
+/// The kernel fills a casefolded directory (and a plain one with names
+/// that differ only in case).
+const KERNEL_CASEFOLDS_SH: &str = r#"
+kernel_casefolds() {
+    mkdir -p /mnt/b
+    mount -t f2fs "$1" /mnt/b
+    cf=/mnt/b/cf
+    mkdir "$cf"
+    chattr +F "$cf"
+    echo strasse >"$cf/Straße.txt"
+    echo cafe >"$cf/$(printf 'caf\303\251')"
+    echo dotless >"$cf/$(printf '\304\261')"
+    echo ignorable >"$cf/$(printf 'A\342\200\213B')"
+    mkdir "$cf/Mixed"
+    echo inner >"$cf/Mixed/Inner.TXT"
+    i=0
+    while [ $i -lt 400 ]; do
+        echo $i >"$cf/Entry_$i"
+        i=$((i + 1))
+    done
+    mkdir /mnt/b/plain
+    echo upper >/mnt/b/plain/Case
+    echo lower >/mnt/b/plain/case
+    umount /mnt/b
+}
+"#;
+
+/// The kernel writes files of several owners on a quota image.
+const KERNEL_QUOTA_SH: &str = r#"
+kernel_quota() {
+    mkdir -p /mnt/c
+    mount -t f2fs "$1" /mnt/c
+    mkdir /mnt/c/u
+    dd if=/dev/urandom of=/mnt/c/u/f bs=1k count=300 2>/dev/null
+    chown -R 1000:1000 /mnt/c/u
+    dd if=/dev/urandom of=/mnt/c/g bs=1k count=120 2>/dev/null
+    chown 2000:3000 /mnt/c/g
+    echo root >/mnt/c/r
+    umount /mnt/c
+}
+"#;
+
+/// After a checkpoint (sync), every change is fsync'd or fdatasync'd
+/// alone; the f2fs checkpoint counter is printed before and after (equal:
+/// every fsync went to the roll-forward chain).
+const KERNEL_FSYNCS_SH: &str = r#"
+kernel_fsyncs() {
+    mkdir -p /mnt/d
+    mount -t f2fs "$1" /mnt/d
+    d=/mnt/d
+    mkdir "$d/dir"
+    dd if=/dev/urandom of="$d/append" bs=1k count=100 2>/dev/null
+    dd if=/dev/urandom of="$d/overwrite" bs=1k count=1000 2>/dev/null
+    dd if=/dev/urandom of="$d/shrink" bs=1k count=500 2>/dev/null
+    echo small >"$d/grow"
+    dd if=/dev/urandom of="$d/dir/old" bs=1k count=10 2>/dev/null
+    sync
+    echo "CP $(grep -m1 'CP calls' /sys/kernel/debug/f2fs/status)"
+    dd if=/dev/urandom bs=1k count=37 2>/dev/null >>"$d/append"
+    sync "$d/append"
+    dd if=/dev/urandom of="$d/overwrite" bs=4096 seek=10 count=5 conv=notrunc 2>/dev/null
+    sync -d "$d/overwrite"
+    truncate -s 12345 "$d/shrink"
+    sync "$d/shrink"
+    dd if=/dev/urandom of="$d/grow" bs=1k count=8 conv=notrunc 2>/dev/null
+    sync "$d/grow"
+    dd if=/dev/urandom of="$d/dir/new" bs=1k count=200 2>/dev/null
+    sync "$d/dir/new"
+    echo tiny >"$d/new_inline"
+    sync "$d/new_inline"
+    echo "CP $(grep -m1 'CP calls' /sys/kernel/debug/f2fs/status)"
+}
+"#;
+
+/// An image f2fuse left as a power cut would (on a memory device, never
+/// unmounted) after a checkpoint and then fsyncs alone: an append, a new
+/// file in an old directory, a new inline file, an overwrite, a truncation.
+/// `mirror` gets the same files on the host, as they must read after a
+/// roll-forward.
+fn f2fuse_cut_image(img: &Path, mirror: &Path) {
+    let dev = Arc::new(MemDevice::new(96 << 20));
+    format(
+        &Device::new(Box::new(dev.clone())),
+        &MkfsOptions::default(),
+        true,
+    )
+    .unwrap();
+    let fs = Fs::open_writable(Box::new(dev.clone())).unwrap();
+    fs.set_tunable("cp_interval", 3600).unwrap();
+    let mut rng = Rng(0xc07);
+    fs::create_dir_all(mirror.join("dir")).unwrap();
+    let put = |parent: u32, path: &str, offset: u64, data: &[u8]| -> u32 {
+        let name = path.rsplit('/').next().unwrap().as_bytes();
+        let ino = match fs.lookup(parent, name) {
+            Ok(e) => e.ino,
+            Err(_) => fs.create(parent, name, 0o644, 0, 0).unwrap().ino,
+        };
+        fs.write(ino, offset, data).unwrap();
+        let host = fs::OpenOptions::new()
+            .create(true)
+            .write(true)
+            .truncate(false)
+            .open(mirror.join(path))
+            .unwrap();
+        std::os::unix::fs::FileExt::write_all_at(&host, data, offset).unwrap();
+        ino
+    };
+    let dir = fs.mkdir(ROOT, b"dir", 0o755, 0, 0).unwrap().ino;
+    let base = put(ROOT, "base", 0, &random_bytes(&mut rng, 300_000));
+    let old = put(dir, "dir/old", 0, &random_bytes(&mut rng, 10_000));
+    let shrink = put(ROOT, "shrink", 0, &random_bytes(&mut rng, 90_000));
+    fs.checkpoint().unwrap();
+    put(ROOT, "base", 300_000, &random_bytes(&mut rng, 37_000));
+    fs.fsync(base).unwrap();
+    let new = put(dir, "dir/new", 0, &random_bytes(&mut rng, 200_000));
+    fs.fsync(new).unwrap();
+    let tiny = put(ROOT, "new_inline", 0, b"tiny\n");
+    fs.fsync(tiny).unwrap();
+    put(dir, "dir/old", 4096, &random_bytes(&mut rng, 8192));
+    fs.fsync(old).unwrap();
+    let size = SetAttr {
+        size: Some(12_345),
+        ..SetAttr::default()
+    };
+    fs.setattr(shrink, &size).unwrap();
+    fs::OpenOptions::new()
+        .write(true)
+        .open(mirror.join("shrink"))
+        .unwrap()
+        .set_len(12_345)
+        .unwrap();
+    fs.fsync(shrink).unwrap();
+    drop(fs);
+    let image = dev.snapshot();
+    // Every fsync went to the chain: no checkpoint since.
+    let chain_dev = Device::new(Box::new(MemDevice::from_bytes(image.clone())));
+    let sb = load_superblock(&chain_dev).unwrap().sb;
+    let cp = load_checkpoint(&chain_dev, &sb).unwrap();
+    let mut chain = 0;
+    walk_chain(&chain_dev, &sb, &cp, |_| {
+        chain += 1;
+        Ok(())
+    })
+    .unwrap();
+    assert!(chain >= 5, "fsyncs left a chain of {chain} blocks");
+    fs::write(img, image).unwrap();
+}
+
+#[test]
+fn kernel_written_images_open_in_f2fuse() {
+    if !vm_available() {
+        return;
+    }
+    let scratch = Scratch::new("kvm-kernel");
+    let compressed = scratch.join("compressed.img");
+    let folded = scratch.join("casefold.img");
+    let quota = scratch.join("quota.img");
+    let cut = scratch.join("fsync.img");
+    mkfs_f2fs(&compressed, 160 << 20, &["-O", "extra_attr,compression"]);
+    mkfs_f2fs(&folded, 96 << 20, &["-O", "casefold", "-C", "utf8"]);
+    mkfs_f2fs(&quota, 96 << 20, &["-O", "quota"]);
+    mkfs_f2fs(&cut, 96 << 20, &[]);
+
+    let mut script = vm_prologue();
+    for part in [
+        KERNEL_COMPRESSES_SH,
+        KERNEL_CASEFOLDS_SH,
+        KERNEL_QUOTA_SH,
+        KERNEL_FSYNCS_SH,
+    ] {
+        script.push_str(part);
+    }
+    script.push_str(
+        "kernel_compresses /dev/vda\n\
+         mount -t f2fs /dev/vda /mnt/a\nsection compressed manifest /mnt/a\numount /mnt/a\n\
+         kernel_casefolds /dev/vdb\n\
+         mount -t f2fs /dev/vdb /mnt/b\nsection casefold manifest /mnt/b\numount /mnt/b\n\
+         kernel_quota /dev/vdc\n\
+         mount -t f2fs /dev/vdc /mnt/c\nsection quota manifest /mnt/c\numount /mnt/c\n\
+         kernel_fsyncs /dev/vdd\nsection fsync manifest /mnt/d\n",
+    );
+    script.push_str(VM_EPILOGUE);
+    script.push_str("vm-powercut\n");
+    let run = run_vm(&scratch, &[&compressed, &folded, &quota, &cut], &script);
+    run.assert_kernel_quiet();
+
+    // The kernel did compress: else this would test nothing.
+    for line in run.values("CBLOCKS") {
+        let (file, n) = line.split_once(' ').unwrap();
+        let n: u64 = n.trim().parse().unwrap_or_else(|_| panic!("{line}"));
+        if ["seq.txt", "forced.bin"].iter().any(|f| file.ends_with(f)) {
+            assert!(n > 0, "the kernel did not compress {file}:\n{}", run.out);
+        }
+    }
+    // No checkpoint between the fsyncs and the cut: f2fuse must roll the
+    // kernel's fsync chain forward.
+    let cps = run.values("CP");
+    assert_eq!(cps.len(), 2, "{}", run.out);
+    assert_eq!(cps[0], cps[1], "the kernel checkpointed during the fsyncs");
+
+    for (name, img) in [
+        ("compressed", &compressed),
+        ("casefold", &folded),
+        ("quota", &quota),
+    ] {
+        assert_same(
+            &format!("{name}: f2fuse's view of the kernel's image"),
+            &normalize(&run.section(name)),
+            &f2fuse_manifest(&scratch, img, name),
+        );
+        assert_fsck(img, &format!("the kernel's writes ({name})"));
+    }
+
+    // Roll-forward: a read-only open replays the chain in memory, a
+    // writable one on disk (then checkpoints); both show what the kernel
+    // had fsync'd, and the result passes fsck.f2fs.
+    let fsynced = normalize(&run.section("fsync"));
+    assert_same(
+        "fsync'd files, read-only open of the cut image",
+        &fsynced,
+        &f2fuse_manifest(&scratch, &cut, "cut-ro"),
+    );
+    open_writable(&cut).unmount().unwrap();
+    assert_fsck(&cut, "f2fuse's roll-forward of the kernel's fsync chain");
+    assert_same(
+        "fsync'd files after f2fuse's recovery",
+        &fsynced,
+        &f2fuse_manifest(&scratch, &cut, "cut-recovered"),
+    );
+
+    // Casefolding: f2fuse finds the kernel's names under other spellings
+    // and adds its own, which the kernel then finds.
+    let fs = open_writable(&folded);
+    let cf = fs.lookup(ROOT, b"cf").unwrap().ino;
+    let strasse = fs.lookup(cf, "Straße.txt".as_bytes()).unwrap().ino;
+    for twin in ["STRASSE.TXT", "strasse.txt", "STRAẞE.TXT"] {
+        assert_eq!(
+            fs.lookup(cf, twin.as_bytes()).unwrap().ino,
+            strasse,
+            "{twin}"
+        );
+    }
+    let cafe = fs.lookup(cf, "caf\u{e9}".as_bytes()).unwrap().ino;
+    assert_eq!(fs.lookup(cf, "CAFE\u{301}".as_bytes()).unwrap().ino, cafe);
+    assert!(fs.lookup(cf, b"I").is_err());
+    assert!(fs.lookup(cf, b"ab").is_ok());
+    assert!(fs.lookup(cf, b"entry_399").is_ok());
+    let mixed = fs.lookup(cf, b"MIXED").unwrap().ino;
+    assert!(fs.lookup(mixed, b"inner.txt").is_ok());
+    assert_eq!(
+        fs.create(cf, b"STRASSE.txt", 0o644, 0, 0)
+            .unwrap_err()
+            .to_errno(),
+        libc::EEXIST
+    );
+    let ours = fs
+        .create(cf, "F2fuse_\u{d6}".as_bytes(), 0o644, 0, 0)
+        .unwrap()
+        .ino;
+    fs.write(ours, 0, b"from f2fuse\n").unwrap();
+    fs.unmount().unwrap();
+    assert_fsck(
+        &folded,
+        "f2fuse's writes to the kernel's casefolded directory",
+    );
+
+    // The kernel mounts what f2fuse recovered and wrote, and rolls
+    // forward f2fuse's own fsync chain.
+    let ours = scratch.join("f2fuse-cut.img");
+    let mirror = scratch.join("f2fuse-cut-mirror");
+    f2fuse_cut_image(&ours, &mirror);
+    let script = format!(
+        "{}{CHECK_SH}mkdir -p /mnt/d /mnt/b /mnt/e\n\
+         mount -t f2fs /dev/vda /mnt/d\nsection fsync manifest /mnt/d\numount /mnt/d\n\
+         mount -t f2fs /dev/vdc /mnt/e\nsection f2fuse-cut manifest /mnt/e\numount /mnt/e\n\
+         mount -t f2fs /dev/vdb /mnt/b\n\
+         check \"f2fuse_o-umlaut\" sh -c \"[ \\\"\\$(cat \\\"/mnt/b/cf/\\$(printf 'f2fuse_\\303\\266')\\\")\\\" = 'from f2fuse' ]\"\n\
+         section casefold manifest /mnt/b\numount /mnt/b\n{VM_EPILOGUE}",
+        vm_prologue()
+    );
+    let run = run_vm(&scratch, &[&cut, &folded, &ours], &script);
+    run.assert_kernel_quiet();
+    assert_checks(&run, 1);
+    assert_same(
+        "the kernel's view of f2fuse's recovery",
+        &fsynced,
+        &normalize(&run.section("fsync")),
+    );
+    assert_same(
+        "the kernel's view of f2fuse's casefolded entries",
+        &f2fuse_manifest(&scratch, &folded, "casefold-ours"),
+        &normalize(&run.section("casefold")),
+    );
+    assert_fsck(&cut, "the kernel's mount after f2fuse's recovery");
+    assert_same(
+        "the kernel's roll-forward of f2fuse's fsync chain",
+        &host_manifest(&mirror),
+        &normalize(&run.section("f2fuse-cut")),
+    );
+    assert_fsck(&ours, "the kernel's roll-forward of f2fuse's fsync chain");
+}
