@@ -1312,9 +1312,9 @@ const SHIFT_STEP_BLOCKS: u64 = 64;
 const SHIFT_STEP_NODES: u64 = 4;
 
 /// Runs fallocate on regular file `ino` (the caller checked the kind).
-pub fn fallocate(ctx: &Ctx, ino: u32, offset: u64, len: u64, mode: FallocMode) -> Result<()> {
-    let inode = ctx.inode(ino)?;
-    check_readable(&inode)?;
+/// The checks vfs_fallocate makes before any file system's: a length,
+/// and an end within the largest file. Returns (end, largest size).
+pub fn fallocate_range(inode: &InodeInfo, offset: u64, len: u64) -> Result<(u64, u64)> {
     if len == 0 {
         return Err(Error::errno(libc::EINVAL, "fallocate of length 0"));
     }
@@ -1325,9 +1325,16 @@ pub fn fallocate(ctx: &Ctx, ino: u32, offset: u64, len: u64, mode: FallocMode) -
         .ok_or_else(|| {
             Error::errno(
                 libc::EFBIG,
-                format!("inode {ino}: fallocate past the largest file size"),
+                format!("inode {}: fallocate past the largest file size", inode.ino),
             )
         })?;
+    Ok((end, max))
+}
+
+pub fn fallocate(ctx: &Ctx, ino: u32, offset: u64, len: u64, mode: FallocMode) -> Result<()> {
+    let inode = ctx.inode(ino)?;
+    check_readable(&inode)?;
+    let (end, max) = fallocate_range(&inode, offset, len)?;
     let bs = F2FS_BLKSIZE as u64;
     let aligned = offset.is_multiple_of(bs) && len.is_multiple_of(bs);
     // Refusals first, before any conversion changes the file. A pinned

@@ -666,6 +666,8 @@ pub fn fallocate(
     mode: crate::data::FallocMode,
 ) -> Result<()> {
     let inode = ctx.inode(ino)?;
+    // The VFS's refusals come first.
+    crate::data::fallocate_range(&inode, offset, len)?;
     if inode.compression.is_some() && !matches!(mode, crate::data::FallocMode::Allocate { .. }) {
         return Err(Error::errno(
             libc::EOPNOTSUPP,
