@@ -33,6 +33,7 @@ use f2fuse_engine::recovery::walk_chain;
 use f2fuse_engine::superblock::load_superblock;
 use f2fuse_engine::{Fs, OpenOptions};
 use f2fuse_layout::compress::CompressAlgorithm;
+use f2fuse_layout::cp_flag;
 use f2fuse_layout::inode_flag;
 use f2fuse_layout::inode_flag::CASEFOLD;
 use f2fuse_layout::F2FS_ROOT_INO as ROOT;
@@ -192,6 +193,16 @@ impl VmRun {
 /// Boots the VM with `disks` (/dev/vda, /dev/vdb, ...) and runs `script`;
 /// panics unless it exits 0.
 fn run_vm(scratch: &Scratch, disks: &[&Path], script: &str) -> VmRun {
+    run_vm_with_files(scratch, disks, &[], script)
+}
+
+/// [`run_vm`] with host files copied in (`-f HOST:GUEST`).
+fn run_vm_with_files(
+    scratch: &Scratch,
+    disks: &[&Path],
+    files: &[(&Path, &str)],
+    script: &str,
+) -> VmRun {
     let script_path = scratch.join("vm-script.sh");
     fs::write(&script_path, script).unwrap();
     let console = scratch.join("vm-console.log");
@@ -199,6 +210,9 @@ fn run_vm(scratch: &Scratch, disks: &[&Path], script: &str) -> VmRun {
     cmd.arg("run").arg("-t").arg("240").arg("-c").arg(&console);
     for d in disks {
         cmd.arg("-d").arg(d);
+    }
+    for (host, guest) in files {
+        cmd.arg("-f").arg(format!("{}:{guest}", host.display()));
     }
     let out = cmd.arg(&script_path).output().expect("run kernel-vm.sh");
     let run = VmRun {
@@ -1258,4 +1272,453 @@ fn kernel_written_images_open_in_f2fuse() {
         &normalize(&run.section("f2fuse-cut")),
     );
     assert_fsck(&ours, "the kernel's roll-forward of f2fuse's fsync chain");
+}
+
+/// A tiny quotactl(2) tool for the VM (busybox has neither quota applets
+/// nor a way to run a command as a bare uid): `qtool report DEV` prints
+/// every id of the user, group and project quota the kernel knows as
+/// `TYPE ID USED_KIB BSOFT BHARD INODES ISOFT IHARD` (Q_GETNEXTQUOTA;
+/// limits in KiB), `qtool as UID GID PROG ARGS...` runs PROG as that owner
+/// without capabilities, so quota limits apply to it.
+const QTOOL_C: &str = r#"
+#include <errno.h>
+#include <grp.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/quota.h>
+#include <unistd.h>
+
+struct next_dqblk {
+    uint64_t bhard, bsoft, curspace, ihard, isoft, curinodes, btime, itime;
+    uint32_t valid, id;
+};
+
+int main(int argc, char **argv) {
+    if (argc == 3 && !strcmp(argv[1], "report")) {
+        static const char *names[] = {"user", "group", "project"};
+        for (int type = 0; type < 3; type++) {
+            for (uint32_t id = 0;;) {
+                struct next_dqblk d;
+                if (quotactl(QCMD(0x800009 /* Q_GETNEXTQUOTA */, type), argv[2], id,
+                             (caddr_t)&d)) {
+                    if (errno == ENOENT) break;
+                    perror("Q_GETNEXTQUOTA");
+                    return 1;
+                }
+                printf("%s %u %llu %llu %llu %llu %llu %llu\n", names[type], d.id,
+                       (unsigned long long)(d.curspace + 1023) / 1024,
+                       (unsigned long long)d.bsoft, (unsigned long long)d.bhard,
+                       (unsigned long long)d.curinodes, (unsigned long long)d.isoft,
+                       (unsigned long long)d.ihard);
+                if (d.id == UINT32_MAX) break;
+                id = d.id + 1;
+            }
+        }
+        return 0;
+    }
+    if (argc >= 5 && !strcmp(argv[1], "as")) {
+        gid_t gid = (gid_t)atoi(argv[3]);
+        if (setgroups(1, &gid) || setgid(gid) || setuid((uid_t)atoi(argv[2]))) {
+            perror("qtool as");
+            return 1;
+        }
+        execvp(argv[4], argv + 4);
+        perror(argv[4]);
+        return 127;
+    }
+    fprintf(stderr, "usage: qtool report DEV | qtool as UID GID PROG ARGS...\n");
+    return 2;
+}
+"#;
+
+/// Builds [`QTOOL_C`] statically (the VM has no C library).
+fn build_qtool(scratch: &Scratch) -> PathBuf {
+    let src = scratch.join("qtool.c");
+    let bin = scratch.join("qtool");
+    fs::write(&src, QTOOL_C).unwrap();
+    let out = Command::new("cc")
+        .args(["-static", "-O2", "-Wall", "-Werror", "-o"])
+        .arg(&bin)
+        .arg(&src)
+        .output()
+        .expect("run cc (a C compiler with static glibc, libc6-dev)");
+    assert!(
+        out.status.success(),
+        "cc qtool.c:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    bin
+}
+
+/// Quota entries as `qtool report` prints them, sorted, without ids that
+/// have neither usage nor limits (the kernel may keep such an entry in
+/// memory a while; f2fuse drops it as the kernel does at release).
+fn quota_lines<'a>(lines: impl Iterator<Item = &'a str>) -> String {
+    let mut entries: Vec<String> = lines
+        .map(|l| l.split_whitespace().collect::<Vec<_>>())
+        .filter(|f| f.len() == 8 && f[2..].iter().any(|n| *n != "0"))
+        .map(|f| f.join(" ") + "\n")
+        .collect();
+    entries.sort();
+    entries.concat()
+}
+
+/// `f2fuse quota IMAGE` as [`quota_lines`].
+fn f2fuse_quota_lines(img: &Path) -> String {
+    let report = f2fuse(&["quota", arg(img)]);
+    let mut qtype = "";
+    let mut rows = Vec::new();
+    for line in report.lines() {
+        if let Some((name, _)) = line.split_once(" quota (inode ") {
+            qtype = ["user", "group", "project"]
+                .into_iter()
+                .find(|t| *t == name)
+                .unwrap_or_else(|| panic!("f2fuse quota: {line:?}"));
+        } else if line.split_whitespace().next().is_some_and(|w| w != "id") {
+            let numbers: Vec<&str> = line.split_whitespace().take(7).collect();
+            rows.push(format!("{qtype} {}", numbers.join(" ")));
+        }
+    }
+    quota_lines(rows.iter().map(String::as_str))
+}
+
+/// The block usage and limits of `qtype id` in [`quota_lines`] output,
+/// in KiB: (used, soft, hard).
+fn quota_blocks(lines: &str, qtype: &str, id: u32) -> (u64, u64, u64) {
+    let prefix = format!("{qtype} {id} ");
+    let line = lines
+        .lines()
+        .find(|l| l.starts_with(&prefix))
+        .unwrap_or_else(|| panic!("no {qtype} {id} in\n{lines}"));
+    let n: Vec<u64> = line
+        .split(' ')
+        .skip(2)
+        .map(|n| n.parse().unwrap())
+        .collect();
+    (n[0], n[1], n[2])
+}
+
+/// Through f2fuse: files of several owners, project 77 on a PROJINHERIT
+/// directory (its new entries inherit it), limits for users 1000 and 1001,
+/// group 3000 and project 77.
+fn f2fuse_quota_workload(img: &Path) {
+    let fs = open_writable(img);
+    let mut rng = Rng(0x9007a);
+    let mut put = |parent: u32, name: &str, len: usize, uid: u32, gid: u32| {
+        let ino = fs
+            .create(parent, name.as_bytes(), 0o644, uid, gid)
+            .unwrap()
+            .ino;
+        fs.write(ino, 0, &random_bytes(&mut rng, len)).unwrap();
+    };
+    let home = fs.mkdir(ROOT, b"u1000", 0o755, 1000, 1000).unwrap().ino;
+    put(home, "a", 200 << 10, 1000, 1000);
+    put(home, "b", 40 << 10, 1000, 2000);
+    put(ROOT, "g", 120 << 10, 2000, 3000);
+    put(ROOT, "r", 3000, 0, 0);
+    fs.mkdir(ROOT, b"proj", 0o777, 0, 0).unwrap();
+    fs.unmount().unwrap();
+    f2fuse(&["quota", arg(img), "project", "/proj", "77", "--inherit"]);
+    let fs = open_writable(img);
+    let proj = fs.lookup(ROOT, b"proj").unwrap().ino;
+    let ino = fs.create(proj, b"p1", 0o644, 1001, 1001).unwrap().ino;
+    fs.write(ino, 0, &random_bytes(&mut rng, 64 << 10)).unwrap();
+    fs.mkdir(proj, b"sub", 0o777, 1001, 1001).unwrap();
+    fs.unmount().unwrap();
+    for (qtype, id, limits) in [
+        ("user", "1000", ["400", "512", "10", "20"]),
+        ("user", "1001", ["0", "2048", "0", "100"]),
+        ("group", "3000", ["1000", "2000", "0", "0"]),
+        ("project", "77", ["300", "400", "0", "50"]),
+    ] {
+        let mut args = vec!["quota", arg(img), "set", qtype, id];
+        args.extend(limits);
+        f2fuse(&args);
+    }
+}
+
+/// In the VM, $1 the device, $2 the mount point, $3 a tag: the kernel's
+/// view of quota after mounting with enforcement (`before-TAG`) and the
+/// project ids f2fuse set (`lsattr-TAG`); writes past a user's and a
+/// project's hard limit by their owners (`edquot-TAG`: the errors); more
+/// writes by several owners, a chown, a project change, a removal and a
+/// truncation; the view after a sync (`after-TAG`).
+const KERNEL_QUOTA_LIMITS_SH: &str = r#"
+kernel_quota_limits() {
+    dev=$1 m=$2 tag=$3
+    mkdir -p $m
+    mount -t f2fs -o usrquota,grpquota,prjquota $dev $m
+    section before-$tag qtool report $dev
+    section lsattr-$tag lsattr -p -d $m/proj $m/proj/p1 $m/proj/sub
+    over() {
+        if qtool as "$@" 2>/tmp/err; then echo "no error"; else cat /tmp/err; fi
+    }
+    echo "=== begin edquot-$tag"
+    over 1000 1000 dd if=/dev/zero of=$m/u1000/over bs=4k count=256
+    over 1002 1002 dd if=/dev/zero of=$m/proj/over bs=4k count=256
+    echo "=== end edquot-$tag"
+    sync
+    section limit-$tag qtool report $dev
+    rm $m/proj/over
+    qtool as 1001 1001 sh -c "dd if=/dev/urandom of=$m/proj/sub/k1 bs=1k count=50 2>/dev/null &&
+        mkdir $m/proj/sub/kd && echo small >$m/proj/sub/kd/s"
+    qtool as 1000 1000 truncate -s 5000 $m/u1000/a
+    dd if=/dev/urandom of=$m/k4000 bs=1k count=30 2>/dev/null
+    chown 4000:4001 $m/k4000
+    chattr -p 88 $m/k4000
+    chown 1001 $m/u1000/b
+    rm $m/g
+    sync
+    section after-$tag qtool report $dev
+    umount $m
+}
+"#;
+
+/// In the VM, $1 the device, $2 the mount point, $3 a tag: after a
+/// checkpoint of this file system only (syncfs; a `sync` would also end
+/// the chains of the others),
+/// owners write and fsync (new files in old directories, an append to a
+/// file whose project root changed, a file in a PROJINHERIT directory, a
+/// chown); the kernel's view of quota then (`cut-TAG`) is what a roll-forward
+/// must give. The caller ends the run with `vm-powercut`.
+const KERNEL_QUOTA_CUT_SH: &str = r#"
+kernel_quota_cut() {
+    dev=$1 m=$2 tag=$3
+    mkdir -p $m
+    mount -t f2fs -o usrquota,grpquota,prjquota $dev $m
+    mkdir $m/h $m/p
+    chown 1000:1000 $m/h
+    chmod 777 $m/p
+    chattr -p 55 +P $m/p
+    dd if=/dev/urandom of=$m/h/old bs=1k count=40 2>/dev/null
+    chown 1000:1000 $m/h/old
+    dd if=/dev/urandom of=$m/own bs=1k count=20 2>/dev/null
+    sync -f $m
+    chattr -p 66 $m/h/old
+    qtool as 1000 1000 dd if=/dev/urandom of=$m/h/old bs=1k count=60 seek=40 conv=notrunc,fsync 2>/dev/null
+    qtool as 1000 1000 dd if=/dev/urandom of=$m/h/new bs=1k count=100 conv=fsync 2>/dev/null
+    qtool as 1002 1003 dd if=/dev/urandom of=$m/p/inproj bs=1k count=70 conv=fsync 2>/dev/null
+    chown 2000:2001 $m/own
+    sync $m/own
+    section cut-$tag qtool report $dev
+}
+"#;
+
+/// Whether the current checkpoint of `img` says CP_QUOTA_NEED_FSCK.
+fn quota_need_fsck(img: &Path) -> bool {
+    let dev = Device::new(Box::new(MemDevice::from_bytes(fs::read(img).unwrap())));
+    let sb = load_superblock(&dev).unwrap().sb;
+    load_checkpoint(&dev, &sb).unwrap().cp.ckpt_flags.get() & cp_flag::QUOTA_NEED_FSCK != 0
+}
+
+/// The blocks of the fsync chain after the current checkpoint of `img`.
+fn fsync_chain_len(img: &Path) -> usize {
+    let dev = Device::new(Box::new(MemDevice::from_bytes(fs::read(img).unwrap())));
+    let sb = load_superblock(&dev).unwrap().sb;
+    let cp = load_checkpoint(&dev, &sb).unwrap();
+    let mut len = 0;
+    walk_chain(&dev, &sb, &cp, |_| {
+        len += 1;
+        Ok(())
+    })
+    .unwrap();
+    len
+}
+
+/// f2fuse writes again on an image the kernel wrote: a new file of a user,
+/// a removal in the project, a chown and a new directory inheriting the
+/// project.
+fn f2fuse_quota_rewrite(img: &Path) {
+    let fs = open_writable(img);
+    let home = fs.lookup(ROOT, b"u1000").unwrap().ino;
+    let ino = fs.create(home, b"again", 0o644, 1000, 1000).unwrap().ino;
+    fs.write(ino, 0, &[7u8; 30 << 10]).unwrap();
+    let proj = fs.lookup(ROOT, b"proj").unwrap().ino;
+    fs.unlink(proj, b"p1").unwrap();
+    fs.mkdir(proj, b"later", 0o755, 1001, 1001).unwrap();
+    let r = fs.lookup(ROOT, b"r").unwrap().ino;
+    let chown = SetAttr {
+        uid: Some(5000),
+        gid: Some(5000),
+        ..Default::default()
+    };
+    fs.setattr(r, &chown).unwrap();
+    fs.unmount().unwrap();
+}
+
+/// Quota (`-O extra_attr,quota,project_quota`, images from f2fuse's mkfs
+/// and from mkfs.f2fs) against Linux 6.1 mounted with `usrquota,grpquota,
+/// prjquota`: the kernel reads exactly f2fuse's usage, limits and project
+/// ids, stops owners at the hard limits f2fuse set (EDQUOT), and f2fuse
+/// reads exactly the kernel's usage after its writes (fsck.f2fs clean);
+/// after f2fuse's next writes the kernel again agrees. Fsync'd writes of
+/// several owners cut by a power cut are rolled forward once by f2fuse and
+/// once by the kernel: either way the usage is the kernel's at the cut,
+/// without CP_QUOTA_NEED_FSCK, and fsck.f2fs is clean.
+#[test]
+fn quota_agrees_with_the_kernel() {
+    if !vm_available() {
+        return;
+    }
+    let scratch = Scratch::new("kvm-quota");
+    let qtool = build_qtool(&scratch);
+    let files = [(qtool.as_path(), "/usr/bin/qtool")];
+    let features = "extra_attr,quota,project_quota";
+    let ours = scratch.join("quota-ours.img");
+    let theirs = scratch.join("quota-theirs.img");
+    let cut = scratch.join("quota-cut.img");
+    let kernel_cut = scratch.join("quota-kernel-cut.img");
+    for img in [&ours, &cut] {
+        f2fuse(&["mkfs", arg(img), "--size", "64M", "-q", "-O", features]);
+    }
+    for img in [&theirs, &kernel_cut] {
+        mkfs_f2fs(img, 64 << 20, &["-O", features]);
+    }
+    let images = [("ours", &ours), ("theirs", &theirs)];
+    let mut f2fuse_view = BTreeMap::new();
+    for (tag, img) in images {
+        f2fuse_quota_workload(img);
+        assert_fsck(img, &format!("f2fuse's quota workload ({tag})"));
+        f2fuse_view.insert(tag, f2fuse_quota_lines(img));
+    }
+
+    // Boot 1: the kernel reads f2fuse's usage, limits and project ids,
+    // enforces the limits, writes as several owners.
+    let script = format!(
+        "{}{KERNEL_QUOTA_LIMITS_SH}kernel_quota_limits /dev/vda /mnt/a ours\n\
+         kernel_quota_limits /dev/vdb /mnt/b theirs\n{VM_EPILOGUE}",
+        vm_prologue()
+    );
+    let run = run_vm_with_files(&scratch, &[&ours, &theirs], &files, &script);
+    run.assert_kernel_quiet();
+    for (tag, img) in images {
+        assert_eq!(
+            quota_lines(run.section(&format!("before-{tag}")).lines()),
+            f2fuse_view[tag],
+            "{tag}: the kernel's quota (left) against f2fuse's (right)"
+        );
+        let lsattr = run.section(&format!("lsattr-{tag}"));
+        assert_eq!(lsattr.lines().count(), 3, "{tag}: lsattr -p:\n{lsattr}");
+        for line in lsattr.lines() {
+            assert!(
+                line.trim_start().starts_with("77 "),
+                "{tag}: project of {line:?}"
+            );
+        }
+        let edquot = run.section(&format!("edquot-{tag}"));
+        assert_eq!(
+            edquot.matches("Disk quota exceeded").count(),
+            2,
+            "{tag}: writes past the user's and the project's hard limit:\n{edquot}"
+        );
+        let at_limit = quota_lines(run.section(&format!("limit-{tag}")).lines());
+        for (qtype, id) in [("user", 1000), ("project", 77)] {
+            let (used, soft, hard) = quota_blocks(&at_limit, qtype, id);
+            assert!(
+                used > soft && used <= hard && hard - used < 4,
+                "{tag}: {qtype} {id} stopped at {used} KiB:\n{at_limit}"
+            );
+        }
+        let after = quota_lines(run.section(&format!("after-{tag}")).lines());
+        assert_fsck(img, &format!("the kernel's writes ({tag})"));
+        assert_eq!(
+            f2fuse_quota_lines(img),
+            after,
+            "{tag}: f2fuse's quota (left) against the kernel's last view (right)"
+        );
+        f2fuse_quota_rewrite(img);
+        assert_fsck(img, &format!("f2fuse's writes after the kernel's ({tag})"));
+        f2fuse_view.insert(tag, f2fuse_quota_lines(img));
+    }
+
+    // Boot 2: the kernel reads f2fuse's last usage; on two more images it
+    // writes and fsyncs as several owners and loses power.
+    let script = format!(
+        "{}{KERNEL_QUOTA_CUT_SH}mkdir -p /mnt/a /mnt/b\n\
+         mount -t f2fs -o usrquota,grpquota,prjquota /dev/vda /mnt/a\n\
+         section final-ours qtool report /dev/vda\numount /mnt/a\n\
+         mount -t f2fs -o usrquota,grpquota,prjquota /dev/vdb /mnt/b\n\
+         section final-theirs qtool report /dev/vdb\numount /mnt/b\n\
+         kernel_quota_cut /dev/vdc /mnt/c f2fuse\n\
+         kernel_quota_cut /dev/vdd /mnt/d kernel\n{VM_EPILOGUE}vm-powercut\n",
+        vm_prologue()
+    );
+    let run = run_vm_with_files(
+        &scratch,
+        &[&ours, &theirs, &cut, &kernel_cut],
+        &files,
+        &script,
+    );
+    run.assert_kernel_quiet();
+    for (tag, _) in images {
+        assert_eq!(
+            quota_lines(run.section(&format!("final-{tag}")).lines()),
+            f2fuse_view[tag],
+            "{tag}: the kernel's quota (left) after f2fuse's writes (right)"
+        );
+    }
+    let at_cut: BTreeMap<&str, String> = [("f2fuse", &cut), ("kernel", &kernel_cut)]
+        .into_iter()
+        .map(|(tag, img)| {
+            let view = quota_lines(run.section(&format!("cut-{tag}")).lines());
+            // The project change before the append reached the chain.
+            assert_eq!(quota_blocks(&view, "project", 66).0, 100, "{view}");
+            assert!(
+                fsync_chain_len(img) > 0,
+                "{tag}: the kernel's fsyncs left no chain"
+            );
+            assert!(
+                !quota_need_fsck(img),
+                "{tag}: quota_need_fsck before the roll-forward"
+            );
+            (tag, view)
+        })
+        .collect();
+
+    // f2fuse rolls one fsync chain forward, charging its owners.
+    open_writable(&cut).unmount().unwrap();
+    assert!(
+        !quota_need_fsck(&cut),
+        "quota_need_fsck after f2fuse's roll-forward"
+    );
+    assert_fsck(&cut, "f2fuse's roll-forward of the kernel's fsync chain");
+    assert_eq!(
+        f2fuse_quota_lines(&cut),
+        at_cut["f2fuse"],
+        "f2fuse's quota after its roll-forward (left) against the kernel's at the cut (right)"
+    );
+
+    // Boot 3: the kernel reads what f2fuse recovered and rolls the other
+    // chain forward itself.
+    let script = format!(
+        "{}mkdir -p /mnt/c /mnt/d\n\
+         mount -t f2fs -o usrquota,grpquota,prjquota /dev/vda /mnt/c\n\
+         section recovered-f2fuse qtool report /dev/vda\numount /mnt/c\n\
+         mount -t f2fs -o usrquota,grpquota,prjquota /dev/vdb /mnt/d\n\
+         section recovered-kernel qtool report /dev/vdb\numount /mnt/d\n{VM_EPILOGUE}",
+        vm_prologue()
+    );
+    let run = run_vm_with_files(&scratch, &[&cut, &kernel_cut], &files, &script);
+    run.assert_kernel_quiet();
+    for tag in ["f2fuse", "kernel"] {
+        assert_eq!(
+            quota_lines(run.section(&format!("recovered-{tag}")).lines()),
+            at_cut[tag],
+            "the kernel's quota after {tag}'s roll-forward (left) against the kernel's at the cut (right)"
+        );
+    }
+    // Linux 6.1 charges what it rolls forward (quotas are on during
+    // recovery) and does not ask for a quota repair.
+    assert!(
+        !quota_need_fsck(&kernel_cut),
+        "quota_need_fsck after the kernel's roll-forward"
+    );
+    assert_fsck(&kernel_cut, "the kernel's roll-forward of its fsync chain");
+    assert_eq!(
+        f2fuse_quota_lines(&kernel_cut),
+        at_cut["kernel"],
+        "f2fuse's quota after the kernel's roll-forward (left) against the kernel's at the cut (right)"
+    );
 }
