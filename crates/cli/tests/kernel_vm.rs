@@ -1277,9 +1277,11 @@ fn kernel_written_images_open_in_f2fuse() {
 /// A tiny quotactl(2) tool for the VM (busybox has neither quota applets
 /// nor a way to run a command as a bare uid): `qtool report DEV` prints
 /// every id of the user, group and project quota the kernel knows as
-/// `TYPE ID USED_KIB BSOFT BHARD INODES ISOFT IHARD` (Q_GETNEXTQUOTA;
-/// limits in KiB), `qtool as UID GID PROG ARGS...` runs PROG as that owner
-/// without capabilities, so quota limits apply to it.
+/// `TYPE ID USED_KIB BSOFT BHARD INODES ISOFT IHARD BTIME ITIME`
+/// (Q_GETNEXTQUOTA; limits in KiB, grace deadlines in seconds since the
+/// epoch), `qtool set TYPE ID BSOFT BHARD ISOFT IHARD DEV` sets limits
+/// (Q_SETQUOTA, as setquota), `qtool as UID GID PROG ARGS...` runs PROG as
+/// that owner without capabilities, so quota limits apply to it.
 const QTOOL_C: &str = r#"
 #include <errno.h>
 #include <grp.h>
@@ -1295,9 +1297,10 @@ struct next_dqblk {
     uint32_t valid, id;
 };
 
+static const char *names[] = {"user", "group", "project"};
+
 int main(int argc, char **argv) {
     if (argc == 3 && !strcmp(argv[1], "report")) {
-        static const char *names[] = {"user", "group", "project"};
         for (int type = 0; type < 3; type++) {
             for (uint32_t id = 0;;) {
                 struct next_dqblk d;
@@ -1307,14 +1310,30 @@ int main(int argc, char **argv) {
                     perror("Q_GETNEXTQUOTA");
                     return 1;
                 }
-                printf("%s %u %llu %llu %llu %llu %llu %llu\n", names[type], d.id,
+                printf("%s %u %llu %llu %llu %llu %llu %llu %llu %llu\n", names[type], d.id,
                        (unsigned long long)(d.curspace + 1023) / 1024,
                        (unsigned long long)d.bsoft, (unsigned long long)d.bhard,
                        (unsigned long long)d.curinodes, (unsigned long long)d.isoft,
-                       (unsigned long long)d.ihard);
+                       (unsigned long long)d.ihard, (unsigned long long)d.btime,
+                       (unsigned long long)d.itime);
                 if (d.id == UINT32_MAX) break;
                 id = d.id + 1;
             }
+        }
+        return 0;
+    }
+    if (argc == 9 && !strcmp(argv[1], "set")) {
+        int type = 0;
+        while (type < 3 && strcmp(argv[2], names[type])) type++;
+        struct next_dqblk d = {
+            .bsoft = strtoull(argv[4], 0, 10), .bhard = strtoull(argv[5], 0, 10),
+            .isoft = strtoull(argv[6], 0, 10), .ihard = strtoull(argv[7], 0, 10),
+            .valid = 1 | 4 /* QIF_BLIMITS | QIF_ILIMITS */,
+        };
+        if (type == 3 || quotactl(QCMD(0x800008 /* Q_SETQUOTA */, type), argv[8],
+                                  atoi(argv[3]), (caddr_t)&d)) {
+            perror("Q_SETQUOTA");
+            return 1;
         }
         return 0;
     }
@@ -1328,7 +1347,8 @@ int main(int argc, char **argv) {
         perror(argv[4]);
         return 127;
     }
-    fprintf(stderr, "usage: qtool report DEV | qtool as UID GID PROG ARGS...\n");
+    fprintf(stderr, "usage: qtool report DEV | qtool set TYPE ID BSOFT BHARD ISOFT IHARD DEV"
+                    " | qtool as UID GID PROG ARGS...\n");
     return 2;
 }
 "#;
@@ -1358,7 +1378,7 @@ fn build_qtool(scratch: &Scratch) -> PathBuf {
 fn quota_lines<'a>(lines: impl Iterator<Item = &'a str>) -> String {
     let mut entries: Vec<String> = lines
         .map(|l| l.split_whitespace().collect::<Vec<_>>())
-        .filter(|f| f.len() == 8 && f[2..].iter().any(|n| *n != "0"))
+        .filter(|f| f.len() == 10 && f[2..].iter().any(|n| *n != "0"))
         .map(|f| f.join(" ") + "\n")
         .collect();
     entries.sort();
@@ -1377,32 +1397,41 @@ fn f2fuse_quota_lines(img: &Path) -> String {
                 .find(|t| *t == name)
                 .unwrap_or_else(|| panic!("f2fuse quota: {line:?}"));
         } else if line.split_whitespace().next().is_some_and(|w| w != "id") {
-            let numbers: Vec<&str> = line.split_whitespace().take(7).collect();
-            rows.push(format!("{qtype} {}", numbers.join(" ")));
+            // `ID USED BSOFT BHARD INODES ISOFT IHARD [blocks until B,
+            // inodes until I]`
+            let words: Vec<&str> = line.split_whitespace().collect();
+            let (btime, itime) = match words.get(9..13) {
+                Some([b, _, _, i]) => (b.trim_end_matches(','), *i),
+                _ => ("0", "0"),
+            };
+            rows.push(format!("{qtype} {} {btime} {itime}", words[..7].join(" ")));
         }
     }
     quota_lines(rows.iter().map(String::as_str))
 }
 
-/// The block usage and limits of `qtype id` in [`quota_lines`] output,
-/// in KiB: (used, soft, hard).
-fn quota_blocks(lines: &str, qtype: &str, id: u32) -> (u64, u64, u64) {
+/// The numbers of `qtype id` in [`quota_lines`] output: used KiB, block
+/// soft and hard limits, inodes, inode soft and hard limits, block and
+/// inode grace deadlines; None if the id has no entry.
+fn quota_entry(lines: &str, qtype: &str, id: u32) -> Option<[u64; 8]> {
     let prefix = format!("{qtype} {id} ");
-    let line = lines
-        .lines()
-        .find(|l| l.starts_with(&prefix))
-        .unwrap_or_else(|| panic!("no {qtype} {id} in\n{lines}"));
+    let line = lines.lines().find(|l| l.starts_with(&prefix))?;
     let n: Vec<u64> = line
         .split(' ')
         .skip(2)
         .map(|n| n.parse().unwrap())
         .collect();
-    (n[0], n[1], n[2])
+    Some(n.try_into().unwrap())
 }
 
-/// Through f2fuse: files of several owners, project 77 on a PROJINHERIT
-/// directory (its new entries inherit it), limits for users 1000 and 1001,
-/// group 3000 and project 77.
+/// Files of ids 10000 and up f2fuse writes (the kernel moves the first
+/// [`MANY_MOVED`] to ids 20000 and up).
+const MANY_IDS: u32 = 150;
+const MANY_MOVED: u32 = 100;
+
+/// Through f2fuse: files of several owners and of [`MANY_IDS`] more,
+/// project 77 on a PROJINHERIT directory (its new entries inherit it),
+/// limits for users 1000 and 1001, group 3000 and project 77.
 fn f2fuse_quota_workload(img: &Path) {
     let fs = open_writable(img);
     let mut rng = Rng(0x9007a);
@@ -1419,6 +1448,11 @@ fn f2fuse_quota_workload(img: &Path) {
     put(ROOT, "g", 120 << 10, 2000, 3000);
     put(ROOT, "r", 3000, 0, 0);
     fs.mkdir(ROOT, b"proj", 0o777, 0, 0).unwrap();
+    // Enough ids for several leaf blocks of the quota tree (56 a block).
+    let many = fs.mkdir(ROOT, b"many", 0o755, 0, 0).unwrap().ino;
+    for i in 0..MANY_IDS {
+        put(many, &format!("n{i}"), 100, 10_000 + i, 10_000 + i);
+    }
     fs.unmount().unwrap();
     f2fuse(&["quota", arg(img), "project", "/proj", "77", "--inherit"]);
     let fs = open_writable(img);
@@ -1429,7 +1463,7 @@ fn f2fuse_quota_workload(img: &Path) {
     fs.unmount().unwrap();
     for (qtype, id, limits) in [
         ("user", "1000", ["400", "512", "10", "20"]),
-        ("user", "1001", ["0", "2048", "0", "100"]),
+        ("user", "1001", ["100", "2048", "0", "100"]),
         ("group", "3000", ["1000", "2000", "0", "0"]),
         ("project", "77", ["300", "400", "0", "50"]),
     ] {
@@ -1442,12 +1476,15 @@ fn f2fuse_quota_workload(img: &Path) {
 /// In the VM, $1 the device, $2 the mount point, $3 a tag: the kernel's
 /// view of quota after mounting with enforcement (`before-TAG`) and the
 /// project ids f2fuse set (`lsattr-TAG`); writes past a user's and a
-/// project's hard limit by their owners (`edquot-TAG`: the errors); more
-/// writes by several owners, a chown, a project change, a removal and a
-/// truncation; the view after a sync (`after-TAG`).
+/// project's hard limit by their owners (`edquot-TAG`: the errors) and the
+/// view then (`limit-TAG`); more writes by several owners (user 1001
+/// passes its soft limit: a grace time starts), a chown, a project change,
+/// a removal, a truncation, $4 files of `many` moved to ids 20000 and up
+/// (the kernel deletes the emptied ids' entries), limits set for a new id
+/// and an old one; the view after a sync (`after-TAG`).
 const KERNEL_QUOTA_LIMITS_SH: &str = r#"
 kernel_quota_limits() {
-    dev=$1 m=$2 tag=$3
+    dev=$1 m=$2 tag=$3 moved=$4
     mkdir -p $m
     mount -t f2fs -o usrquota,grpquota,prjquota $dev $m
     section before-$tag qtool report $dev
@@ -1465,6 +1502,13 @@ kernel_quota_limits() {
     qtool as 1001 1001 sh -c "dd if=/dev/urandom of=$m/proj/sub/k1 bs=1k count=50 2>/dev/null &&
         mkdir $m/proj/sub/kd && echo small >$m/proj/sub/kd/s"
     qtool as 1000 1000 truncate -s 5000 $m/u1000/a
+    i=0
+    while [ $i -lt $moved ]; do
+        chown $((20000 + i)):$((20000 + i)) $m/many/n$i
+        i=$((i + 1))
+    done
+    qtool set user 777 100 200 5 10 $dev
+    qtool set group 2000 0 64 0 0 $dev
     dd if=/dev/urandom of=$m/k4000 bs=1k count=30 2>/dev/null
     chown 4000:4001 $m/k4000
     chattr -p 88 $m/k4000
@@ -1528,8 +1572,9 @@ fn fsync_chain_len(img: &Path) -> usize {
 }
 
 /// f2fuse writes again on an image the kernel wrote: a new file of a user,
-/// a removal in the project, a chown and a new directory inheriting the
-/// project.
+/// a removal in the project (user 1001 falls below its soft limit: its
+/// grace time ends), a chown, a new directory inheriting the project and
+/// files of 60 new ids.
 fn f2fuse_quota_rewrite(img: &Path) {
     let fs = open_writable(img);
     let home = fs.lookup(ROOT, b"u1000").unwrap().ino;
@@ -1545,6 +1590,18 @@ fn f2fuse_quota_rewrite(img: &Path) {
         ..Default::default()
     };
     fs.setattr(r, &chown).unwrap();
+    // New ids where the kernel freed entries and blocks of the tree.
+    let many = fs.lookup(ROOT, b"many").unwrap().ino;
+    for i in 0..60 {
+        let ino = fs.create(
+            many,
+            format!("m{i}").as_bytes(),
+            0o644,
+            30_000 + i,
+            30_000 + i,
+        );
+        fs.write(ino.unwrap().ino, 0, b"x").unwrap();
+    }
     fs.unmount().unwrap();
 }
 
@@ -1587,8 +1644,8 @@ fn quota_agrees_with_the_kernel() {
     // Boot 1: the kernel reads f2fuse's usage, limits and project ids,
     // enforces the limits, writes as several owners.
     let script = format!(
-        "{}{KERNEL_QUOTA_LIMITS_SH}kernel_quota_limits /dev/vda /mnt/a ours\n\
-         kernel_quota_limits /dev/vdb /mnt/b theirs\n{VM_EPILOGUE}",
+        "{}{KERNEL_QUOTA_LIMITS_SH}kernel_quota_limits /dev/vda /mnt/a ours {MANY_MOVED}\n\
+         kernel_quota_limits /dev/vdb /mnt/b theirs {MANY_MOVED}\n{VM_EPILOGUE}",
         vm_prologue()
     );
     let run = run_vm_with_files(&scratch, &[&ours, &theirs], &files, &script);
@@ -1615,13 +1672,25 @@ fn quota_agrees_with_the_kernel() {
         );
         let at_limit = quota_lines(run.section(&format!("limit-{tag}")).lines());
         for (qtype, id) in [("user", 1000), ("project", 77)] {
-            let (used, soft, hard) = quota_blocks(&at_limit, qtype, id);
+            let [used, soft, hard, ..] = quota_entry(&at_limit, qtype, id).unwrap();
             assert!(
                 used > soft && used <= hard && hard - used < 4,
                 "{tag}: {qtype} {id} stopped at {used} KiB:\n{at_limit}"
             );
         }
         let after = quota_lines(run.section(&format!("after-{tag}")).lines());
+        let user_1001 = quota_entry(&after, "user", 1001).unwrap();
+        assert!(user_1001[0] > 100 && user_1001[6] > 0, "{tag}: {after}");
+        assert_eq!(
+            quota_entry(&after, "user", 777),
+            Some([0, 100, 200, 0, 5, 10, 0, 0])
+        );
+        for i in 0..MANY_IDS {
+            let (old, new) = (10_000 + i, 20_000 + i);
+            let moved = i < MANY_MOVED;
+            assert_eq!(quota_entry(&after, "user", old).is_some(), !moved, "{old}");
+            assert_eq!(quota_entry(&after, "group", new).is_some(), moved, "{new}");
+        }
         assert_fsck(img, &format!("the kernel's writes ({tag})"));
         assert_eq!(
             f2fuse_quota_lines(img),
@@ -1630,7 +1699,10 @@ fn quota_agrees_with_the_kernel() {
         );
         f2fuse_quota_rewrite(img);
         assert_fsck(img, &format!("f2fuse's writes after the kernel's ({tag})"));
-        f2fuse_view.insert(tag, f2fuse_quota_lines(img));
+        let view = f2fuse_quota_lines(img);
+        // Below the soft limit again: no grace time runs.
+        assert_eq!(quota_entry(&view, "user", 1001).unwrap()[6], 0, "{view}");
+        f2fuse_view.insert(tag, view);
     }
 
     // Boot 2: the kernel reads f2fuse's last usage; on two more images it
@@ -1664,7 +1736,7 @@ fn quota_agrees_with_the_kernel() {
         .map(|(tag, img)| {
             let view = quota_lines(run.section(&format!("cut-{tag}")).lines());
             // The project change before the append reached the chain.
-            assert_eq!(quota_blocks(&view, "project", 66).0, 100, "{view}");
+            assert_eq!(quota_entry(&view, "project", 66).unwrap()[0], 100, "{view}");
             assert!(
                 fsync_chain_len(img) > 0,
                 "{tag}: the kernel's fsyncs left no chain"
