@@ -1571,15 +1571,18 @@ fn fsync_chain_len(img: &Path) -> usize {
     len
 }
 
-/// f2fuse writes again on an image the kernel wrote: a new file of a user,
-/// a removal in the project (user 1001 falls below its soft limit: its
+/// f2fuse writes again on an image the kernel wrote: a new file of user
+/// 1000 (past its soft limit: a grace time starts), a removal in the project (user 1001 falls below its soft limit: its
 /// grace time ends), a chown, a new directory inheriting the project and
 /// files of 60 new ids.
 fn f2fuse_quota_rewrite(img: &Path) {
     let fs = open_writable(img);
+    // As the kernel, grace times start only where limits are enforced
+    // (usrquota, grpquota, prjquota).
+    fs.set_quota_enforcement(0b111).unwrap();
     let home = fs.lookup(ROOT, b"u1000").unwrap().ino;
     let ino = fs.create(home, b"again", 0o644, 1000, 1000).unwrap().ino;
-    fs.write(ino, 0, &[7u8; 30 << 10]).unwrap();
+    fs.write(ino, 0, &[7u8; 130 << 10]).unwrap();
     let proj = fs.lookup(ROOT, b"proj").unwrap().ino;
     fs.unlink(proj, b"p1").unwrap();
     fs.mkdir(proj, b"later", 0o755, 1001, 1001).unwrap();
@@ -1700,8 +1703,10 @@ fn quota_agrees_with_the_kernel() {
         f2fuse_quota_rewrite(img);
         assert_fsck(img, &format!("f2fuse's writes after the kernel's ({tag})"));
         let view = f2fuse_quota_lines(img);
-        // Below the soft limit again: no grace time runs.
+        // User 1001 fell below its soft limit (its grace time ended), user
+        // 1000 passed it (one started).
         assert_eq!(quota_entry(&view, "user", 1001).unwrap()[6], 0, "{view}");
+        assert!(quota_entry(&view, "user", 1000).unwrap()[6] > 0, "{view}");
         f2fuse_view.insert(tag, view);
     }
 
