@@ -1107,15 +1107,7 @@ fn f2fuse_cut_image(img: &Path, mirror: &Path) {
     drop(fs);
     let image = dev.snapshot();
     // Every fsync went to the chain: no checkpoint since.
-    let chain_dev = Device::new(Box::new(MemDevice::from_bytes(image.clone())));
-    let sb = load_superblock(&chain_dev).unwrap().sb;
-    let cp = load_checkpoint(&chain_dev, &sb).unwrap();
-    let mut chain = 0;
-    walk_chain(&chain_dev, &sb, &cp, |_| {
-        chain += 1;
-        Ok(())
-    })
-    .unwrap();
+    let chain = fsync_chain_len(image.clone());
     assert!(chain >= 5, "fsyncs left a chain of {chain} blocks");
     fs::write(img, image).unwrap();
 }
@@ -1557,9 +1549,9 @@ fn quota_need_fsck(img: &Path) -> bool {
     load_checkpoint(&dev, &sb).unwrap().cp.ckpt_flags.get() & cp_flag::QUOTA_NEED_FSCK != 0
 }
 
-/// The blocks of the fsync chain after the current checkpoint of `img`.
-fn fsync_chain_len(img: &Path) -> usize {
-    let dev = Device::new(Box::new(MemDevice::from_bytes(fs::read(img).unwrap())));
+/// The blocks of the fsync chain after the current checkpoint of `image`.
+fn fsync_chain_len(image: Vec<u8>) -> usize {
+    let dev = Device::new(Box::new(MemDevice::from_bytes(image)));
     let sb = load_superblock(&dev).unwrap().sb;
     let cp = load_checkpoint(&dev, &sb).unwrap();
     let mut len = 0;
@@ -1571,9 +1563,10 @@ fn fsync_chain_len(img: &Path) -> usize {
     len
 }
 
-/// f2fuse writes again on an image the kernel wrote: a new file of user
-/// 1000 (past its soft limit: a grace time starts), a removal in the project (user 1001 falls below its soft limit: its
-/// grace time ends), a chown, a new directory inheriting the project and
+/// f2fuse writes again on an image the kernel wrote, enforcing limits: a
+/// new file of user 1000 (past its soft limit: a grace time starts), a
+/// removal in the project (user 1001 falls below its soft limit: its grace
+/// time ends), a chown, a new directory inheriting the project and
 /// files of 60 new ids.
 fn f2fuse_quota_rewrite(img: &Path) {
     let fs = open_writable(img);
@@ -1743,7 +1736,7 @@ fn quota_agrees_with_the_kernel() {
             // The project change before the append reached the chain.
             assert_eq!(quota_entry(&view, "project", 66).unwrap()[0], 100, "{view}");
             assert!(
-                fsync_chain_len(img) > 0,
+                fsync_chain_len(fs::read(img).unwrap()) > 0,
                 "{tag}: the kernel's fsyncs left no chain"
             );
             assert!(
