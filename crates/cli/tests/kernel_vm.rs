@@ -31,7 +31,8 @@ use f2fuse_engine::fs::SetAttr;
 use f2fuse_engine::mkfs::{format, MkfsOptions};
 use f2fuse_engine::recovery::walk_chain;
 use f2fuse_engine::superblock::load_superblock;
-use f2fuse_engine::{Fs, OpenOptions};
+use f2fuse_engine::xattr::SetMode;
+use f2fuse_engine::{FallocMode, Fs, OpenOptions};
 use f2fuse_layout::compress::CompressAlgorithm;
 use f2fuse_layout::cp_flag;
 use f2fuse_layout::inode_flag;
@@ -1440,6 +1441,20 @@ fn f2fuse_quota_workload(img: &Path) {
     put(ROOT, "g", 120 << 10, 2000, 3000);
     put(ROOT, "r", 3000, 0, 0);
     fs.mkdir(ROOT, b"proj", 0o777, 0, 0).unwrap();
+    // Node blocks are charged too: direct nodes of a file past the inode's
+    // addresses, an indirect node of a sparse file, an xattr node.
+    put(ROOT, "big", 5 << 20, 1500, 1500);
+    let big = fs.lookup(ROOT, b"big").unwrap().ino;
+    fs.fallocate(big, 1 << 20, 256 << 10, FallocMode::PunchHole)
+        .unwrap();
+    fs.set_xattr(big, b"user.big", &[b'x'; 3000], SetMode::Any)
+        .unwrap();
+    let sparse = fs.create(ROOT, b"sparse", 0o644, 1500, 1500).unwrap().ino;
+    fs.write(sparse, 0, b"start").unwrap();
+    fs.write(sparse, 30 << 20, b"end").unwrap();
+    let prealloc = fs.create(ROOT, b"prealloc", 0o644, 1500, 1500).unwrap().ino;
+    let allocate = FallocMode::Allocate { keep_size: false };
+    fs.fallocate(prealloc, 0, 1 << 20, allocate).unwrap();
     // Enough ids for several leaf blocks of the quota tree (56 a block).
     let many = fs.mkdir(ROOT, b"many", 0o755, 0, 0).unwrap().ino;
     for i in 0..MANY_IDS {
@@ -1471,9 +1486,11 @@ fn f2fuse_quota_workload(img: &Path) {
 /// project's hard limit by their owners (`edquot-TAG`: the errors) and the
 /// view then (`limit-TAG`); more writes by several owners (user 1001
 /// passes its soft limit: a grace time starts), a chown, a project change,
-/// a removal, a truncation, $4 files of `many` moved to ids 20000 and up
-/// (the kernel deletes the emptied ids' entries), limits set for a new id
-/// and an old one; the view after a sync (`after-TAG`).
+/// a removal, truncations (one freeing node blocks), files of user 1600
+/// with node blocks (large, sparse, an xattr node) and preallocated
+/// blocks, $4 files of `many` moved to ids 20000 and up (the kernel
+/// deletes the emptied ids' entries), limits set for a new id and an old
+/// one; the view after a sync (`after-TAG`).
 const KERNEL_QUOTA_LIMITS_SH: &str = r#"
 kernel_quota_limits() {
     dev=$1 m=$2 tag=$3 moved=$4
@@ -1499,6 +1516,12 @@ kernel_quota_limits() {
         chown $((20000 + i)):$((20000 + i)) $m/many/n$i
         i=$((i + 1))
     done
+    dd if=/dev/urandom of=$m/kbig bs=1M count=6 2>/dev/null
+    dd if=/dev/zero of=$m/ksparse bs=4k seek=8000 count=1 2>/dev/null
+    fallocate -l 1048576 $m/kpre
+    setfattr -n user.big -v "$(head -c 3000 /dev/zero | tr '\0' k)" $m/kbig
+    chown 1600:1600 $m/kbig $m/ksparse $m/kpre
+    truncate -s 1048576 $m/big
     qtool set user 777 100 200 5 10 $dev
     qtool set group 2000 0 64 0 0 $dev
     dd if=/dev/urandom of=$m/k4000 bs=1k count=30 2>/dev/null
@@ -1675,6 +1698,9 @@ fn quota_agrees_with_the_kernel() {
             );
         }
         let after = quota_lines(run.section(&format!("after-{tag}")).lines());
+        // 6 MiB, 1 MiB preallocated, one sparse block: more is node blocks.
+        let user_1600 = quota_entry(&after, "user", 1600).unwrap();
+        assert!(user_1600[0] > 6144 + 1024 + 4, "{tag}: {after}");
         let user_1001 = quota_entry(&after, "user", 1001).unwrap();
         assert!(user_1001[0] > 100 && user_1001[6] > 0, "{tag}: {after}");
         assert_eq!(
