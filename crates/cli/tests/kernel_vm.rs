@@ -31,8 +31,10 @@ use f2fuse_engine::fs::SetAttr;
 use f2fuse_engine::mkfs::{format, MkfsOptions};
 use f2fuse_engine::recovery::walk_chain;
 use f2fuse_engine::superblock::load_superblock;
-use f2fuse_engine::{Fs, OpenOptions};
+use f2fuse_engine::xattr::SetMode;
+use f2fuse_engine::{FallocMode, Fs, OpenOptions};
 use f2fuse_layout::compress::CompressAlgorithm;
+use f2fuse_layout::cp_flag;
 use f2fuse_layout::inode_flag;
 use f2fuse_layout::inode_flag::CASEFOLD;
 use f2fuse_layout::F2FS_ROOT_INO as ROOT;
@@ -192,6 +194,16 @@ impl VmRun {
 /// Boots the VM with `disks` (/dev/vda, /dev/vdb, ...) and runs `script`;
 /// panics unless it exits 0.
 fn run_vm(scratch: &Scratch, disks: &[&Path], script: &str) -> VmRun {
+    run_vm_with_files(scratch, disks, &[], script)
+}
+
+/// [`run_vm`] with host files copied in (`-f HOST:GUEST`).
+fn run_vm_with_files(
+    scratch: &Scratch,
+    disks: &[&Path],
+    files: &[(&Path, &str)],
+    script: &str,
+) -> VmRun {
     let script_path = scratch.join("vm-script.sh");
     fs::write(&script_path, script).unwrap();
     let console = scratch.join("vm-console.log");
@@ -199,6 +211,9 @@ fn run_vm(scratch: &Scratch, disks: &[&Path], script: &str) -> VmRun {
     cmd.arg("run").arg("-t").arg("240").arg("-c").arg(&console);
     for d in disks {
         cmd.arg("-d").arg(d);
+    }
+    for (host, guest) in files {
+        cmd.arg("-f").arg(format!("{}:{guest}", host.display()));
     }
     let out = cmd.arg(&script_path).output().expect("run kernel-vm.sh");
     let run = VmRun {
@@ -1093,15 +1108,7 @@ fn f2fuse_cut_image(img: &Path, mirror: &Path) {
     drop(fs);
     let image = dev.snapshot();
     // Every fsync went to the chain: no checkpoint since.
-    let chain_dev = Device::new(Box::new(MemDevice::from_bytes(image.clone())));
-    let sb = load_superblock(&chain_dev).unwrap().sb;
-    let cp = load_checkpoint(&chain_dev, &sb).unwrap();
-    let mut chain = 0;
-    walk_chain(&chain_dev, &sb, &cp, |_| {
-        chain += 1;
-        Ok(())
-    })
-    .unwrap();
+    let chain = fsync_chain_len(image.clone());
     assert!(chain >= 5, "fsyncs left a chain of {chain} blocks");
     fs::write(img, image).unwrap();
 }
@@ -1258,4 +1265,583 @@ fn kernel_written_images_open_in_f2fuse() {
         &normalize(&run.section("f2fuse-cut")),
     );
     assert_fsck(&ours, "the kernel's roll-forward of f2fuse's fsync chain");
+}
+
+/// A tiny quotactl(2) tool for the VM (busybox has neither quota applets
+/// nor a way to run a command as a bare uid): `qtool report DEV` prints
+/// every id of the user, group and project quota the kernel knows as
+/// `TYPE ID USED_KIB BSOFT BHARD INODES ISOFT IHARD BTIME ITIME`
+/// (Q_GETNEXTQUOTA; limits in KiB, grace deadlines in seconds since the
+/// epoch), `qtool set TYPE ID BSOFT BHARD ISOFT IHARD DEV` sets limits
+/// (Q_SETQUOTA, as setquota), `qtool as UID GID PROG ARGS...` runs PROG as
+/// that owner without capabilities, so quota limits apply to it.
+const QTOOL_C: &str = r#"
+#include <errno.h>
+#include <grp.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/quota.h>
+#include <unistd.h>
+
+struct next_dqblk {
+    uint64_t bhard, bsoft, curspace, ihard, isoft, curinodes, btime, itime;
+    uint32_t valid, id;
+};
+
+static const char *names[] = {"user", "group", "project"};
+
+int main(int argc, char **argv) {
+    if (argc == 3 && !strcmp(argv[1], "report")) {
+        for (int type = 0; type < 3; type++) {
+            for (uint32_t id = 0;;) {
+                struct next_dqblk d;
+                if (quotactl(QCMD(0x800009 /* Q_GETNEXTQUOTA */, type), argv[2], id,
+                             (caddr_t)&d)) {
+                    if (errno == ENOENT) break;
+                    perror("Q_GETNEXTQUOTA");
+                    return 1;
+                }
+                printf("%s %u %llu %llu %llu %llu %llu %llu %llu %llu\n", names[type], d.id,
+                       (unsigned long long)(d.curspace + 1023) / 1024,
+                       (unsigned long long)d.bsoft, (unsigned long long)d.bhard,
+                       (unsigned long long)d.curinodes, (unsigned long long)d.isoft,
+                       (unsigned long long)d.ihard, (unsigned long long)d.btime,
+                       (unsigned long long)d.itime);
+                if (d.id == UINT32_MAX) break;
+                id = d.id + 1;
+            }
+        }
+        return 0;
+    }
+    if (argc == 9 && !strcmp(argv[1], "set")) {
+        int type = 0;
+        while (type < 3 && strcmp(argv[2], names[type])) type++;
+        struct next_dqblk d = {
+            .bsoft = strtoull(argv[4], 0, 10), .bhard = strtoull(argv[5], 0, 10),
+            .isoft = strtoull(argv[6], 0, 10), .ihard = strtoull(argv[7], 0, 10),
+            .valid = 1 | 4 /* QIF_BLIMITS | QIF_ILIMITS */,
+        };
+        if (type == 3 || quotactl(QCMD(0x800008 /* Q_SETQUOTA */, type), argv[8],
+                                  atoi(argv[3]), (caddr_t)&d)) {
+            perror("Q_SETQUOTA");
+            return 1;
+        }
+        return 0;
+    }
+    if (argc >= 5 && !strcmp(argv[1], "as")) {
+        gid_t gid = (gid_t)atoi(argv[3]);
+        if (setgroups(1, &gid) || setgid(gid) || setuid((uid_t)atoi(argv[2]))) {
+            perror("qtool as");
+            return 1;
+        }
+        execvp(argv[4], argv + 4);
+        perror(argv[4]);
+        return 127;
+    }
+    fprintf(stderr, "usage: qtool report DEV | qtool set TYPE ID BSOFT BHARD ISOFT IHARD DEV"
+                    " | qtool as UID GID PROG ARGS...\n");
+    return 2;
+}
+"#;
+
+/// Builds [`QTOOL_C`] statically (the VM has no C library).
+fn build_qtool(scratch: &Scratch) -> PathBuf {
+    let src = scratch.join("qtool.c");
+    let bin = scratch.join("qtool");
+    fs::write(&src, QTOOL_C).unwrap();
+    let out = Command::new("cc")
+        .args(["-static", "-O2", "-Wall", "-Werror", "-o"])
+        .arg(&bin)
+        .arg(&src)
+        .output()
+        .expect("run cc (a C compiler with static glibc, libc6-dev)");
+    assert!(
+        out.status.success(),
+        "cc qtool.c:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    bin
+}
+
+/// Quota entries as `qtool report` prints them, sorted, without ids that
+/// have neither usage nor limits (the kernel may keep such an entry in
+/// memory a while; f2fuse drops it as the kernel does at release).
+fn quota_lines<'a>(lines: impl Iterator<Item = &'a str>) -> String {
+    let mut entries: Vec<String> = lines
+        .map(|l| l.split_whitespace().collect::<Vec<_>>())
+        .filter(|f| f.len() == 10 && f[2..].iter().any(|n| *n != "0"))
+        .map(|f| f.join(" ") + "\n")
+        .collect();
+    entries.sort();
+    entries.concat()
+}
+
+/// `f2fuse quota IMAGE` as [`quota_lines`].
+fn f2fuse_quota_lines(img: &Path) -> String {
+    let report = f2fuse(&["quota", arg(img)]);
+    let mut qtype = "";
+    let mut rows = Vec::new();
+    for line in report.lines() {
+        if let Some((name, _)) = line.split_once(" quota (inode ") {
+            qtype = ["user", "group", "project"]
+                .into_iter()
+                .find(|t| *t == name)
+                .unwrap_or_else(|| panic!("f2fuse quota: {line:?}"));
+        } else if line.split_whitespace().next().is_some_and(|w| w != "id") {
+            // `ID USED BSOFT BHARD INODES ISOFT IHARD [blocks until B,
+            // inodes until I]`
+            let words: Vec<&str> = line.split_whitespace().collect();
+            let (btime, itime) = match words.get(9..13) {
+                Some([b, _, _, i]) => (b.trim_end_matches(','), *i),
+                _ => ("0", "0"),
+            };
+            rows.push(format!("{qtype} {} {btime} {itime}", words[..7].join(" ")));
+        }
+    }
+    quota_lines(rows.iter().map(String::as_str))
+}
+
+/// The numbers of `qtype id` in [`quota_lines`] output: used KiB, block
+/// soft and hard limits, inodes, inode soft and hard limits, block and
+/// inode grace deadlines; None if the id has no entry.
+fn quota_entry(lines: &str, qtype: &str, id: u32) -> Option<[u64; 8]> {
+    let prefix = format!("{qtype} {id} ");
+    let line = lines.lines().find(|l| l.starts_with(&prefix))?;
+    let n: Vec<u64> = line
+        .split(' ')
+        .skip(2)
+        .map(|n| n.parse().unwrap())
+        .collect();
+    Some(n.try_into().unwrap())
+}
+
+/// Files of ids 10000 and up f2fuse writes (the kernel moves the first
+/// [`MANY_MOVED`] to ids 20000 and up).
+const MANY_IDS: u32 = 150;
+const MANY_MOVED: u32 = 100;
+
+/// Through f2fuse: files of several owners and of [`MANY_IDS`] more,
+/// project 77 on a PROJINHERIT directory (its new entries inherit it),
+/// limits for users 1000 and 1001, group 3000 and project 77.
+fn f2fuse_quota_workload(img: &Path) {
+    let fs = open_writable(img);
+    let mut rng = Rng(0x9007a);
+    let mut put = |parent: u32, name: &str, len: usize, uid: u32, gid: u32| {
+        let ino = fs
+            .create(parent, name.as_bytes(), 0o644, uid, gid)
+            .unwrap()
+            .ino;
+        fs.write(ino, 0, &random_bytes(&mut rng, len)).unwrap();
+    };
+    let home = fs.mkdir(ROOT, b"u1000", 0o755, 1000, 1000).unwrap().ino;
+    put(home, "a", 200 << 10, 1000, 1000);
+    put(home, "b", 40 << 10, 1000, 2000);
+    put(ROOT, "g", 120 << 10, 2000, 3000);
+    put(ROOT, "r", 3000, 0, 0);
+    fs.mkdir(ROOT, b"proj", 0o777, 0, 0).unwrap();
+    // Node blocks are charged too: direct nodes of a file past the inode's
+    // addresses, an indirect node of a sparse file, an xattr node.
+    put(ROOT, "big", 5 << 20, 1500, 1500);
+    let big = fs.lookup(ROOT, b"big").unwrap().ino;
+    fs.fallocate(big, 1 << 20, 256 << 10, FallocMode::PunchHole)
+        .unwrap();
+    fs.set_xattr(big, b"user.big", &[b'x'; 3000], SetMode::Any)
+        .unwrap();
+    let sparse = fs.create(ROOT, b"sparse", 0o644, 1500, 1500).unwrap().ino;
+    fs.write(sparse, 0, b"start").unwrap();
+    fs.write(sparse, 30 << 20, b"end").unwrap();
+    let prealloc = fs.create(ROOT, b"prealloc", 0o644, 1500, 1500).unwrap().ino;
+    let allocate = FallocMode::Allocate { keep_size: false };
+    fs.fallocate(prealloc, 0, 1 << 20, allocate).unwrap();
+    // Enough ids for several leaf blocks of the quota tree (56 a block).
+    let many = fs.mkdir(ROOT, b"many", 0o755, 0, 0).unwrap().ino;
+    for i in 0..MANY_IDS {
+        put(many, &format!("n{i}"), 100, 10_000 + i, 10_000 + i);
+    }
+    fs.unmount().unwrap();
+    f2fuse(&["quota", arg(img), "project", "/proj", "77", "--inherit"]);
+    let fs = open_writable(img);
+    let proj = fs.lookup(ROOT, b"proj").unwrap().ino;
+    let ino = fs.create(proj, b"p1", 0o644, 1001, 1001).unwrap().ino;
+    fs.write(ino, 0, &random_bytes(&mut rng, 64 << 10)).unwrap();
+    fs.mkdir(proj, b"sub", 0o777, 1001, 1001).unwrap();
+    fs.unmount().unwrap();
+    for (qtype, id, limits) in [
+        ("user", "1000", ["400", "512", "10", "20"]),
+        ("user", "1001", ["100", "2048", "0", "100"]),
+        ("group", "3000", ["1000", "2000", "0", "0"]),
+        ("project", "77", ["300", "400", "0", "50"]),
+    ] {
+        let mut args = vec!["quota", arg(img), "set", qtype, id];
+        args.extend(limits);
+        f2fuse(&args);
+    }
+}
+
+/// In the VM, $1 the device, $2 the mount point, $3 a tag: the kernel's
+/// view of quota after mounting with enforcement (`before-TAG`) and the
+/// project ids f2fuse set (`lsattr-TAG`); writes past a user's and a
+/// project's hard limit by their owners (`edquot-TAG`: the errors) and the
+/// view then (`limit-TAG`); more writes by several owners (user 1001
+/// passes its soft limit: a grace time starts), a chown, a project change,
+/// a removal, truncations (one freeing node blocks), files of user 1600
+/// with node blocks (large, sparse, an xattr node) and preallocated
+/// blocks, $4 files of `many` moved to ids 20000 and up (the kernel
+/// deletes the emptied ids' entries), limits set for a new id and an old
+/// one; the view after a sync (`after-TAG`).
+const KERNEL_QUOTA_LIMITS_SH: &str = r#"
+kernel_quota_limits() {
+    dev=$1 m=$2 tag=$3 moved=$4
+    mkdir -p $m
+    mount -t f2fs -o usrquota,grpquota,prjquota $dev $m
+    section before-$tag qtool report $dev
+    section lsattr-$tag lsattr -p -d $m/proj $m/proj/p1 $m/proj/sub
+    over() {
+        if qtool as "$@" 2>/tmp/err; then echo "no error"; else cat /tmp/err; fi
+    }
+    echo "=== begin edquot-$tag"
+    over 1000 1000 dd if=/dev/zero of=$m/u1000/over bs=4k count=256
+    over 1002 1002 dd if=/dev/zero of=$m/proj/over bs=4k count=256
+    echo "=== end edquot-$tag"
+    sync
+    section limit-$tag qtool report $dev
+    rm $m/proj/over
+    qtool as 1001 1001 sh -c "dd if=/dev/urandom of=$m/proj/sub/k1 bs=1k count=50 2>/dev/null &&
+        mkdir $m/proj/sub/kd && echo small >$m/proj/sub/kd/s"
+    qtool as 1000 1000 truncate -s 5000 $m/u1000/a
+    i=0
+    while [ $i -lt $moved ]; do
+        chown $((20000 + i)):$((20000 + i)) $m/many/n$i
+        i=$((i + 1))
+    done
+    dd if=/dev/urandom of=$m/kbig bs=1M count=6 2>/dev/null
+    dd if=/dev/zero of=$m/ksparse bs=4k seek=8000 count=1 2>/dev/null
+    fallocate -l 1048576 $m/kpre
+    setfattr -n user.big -v "$(head -c 3000 /dev/zero | tr '\0' k)" $m/kbig
+    chown 1600:1600 $m/kbig $m/ksparse $m/kpre
+    truncate -s 1048576 $m/big
+    qtool set user 777 100 200 5 10 $dev
+    qtool set group 2000 0 64 0 0 $dev
+    dd if=/dev/urandom of=$m/k4000 bs=1k count=30 2>/dev/null
+    chown 4000:4001 $m/k4000
+    chattr -p 88 $m/k4000
+    chown 1001 $m/u1000/b
+    rm $m/g
+    sync
+    section after-$tag qtool report $dev
+    umount $m
+}
+"#;
+
+/// In the VM, $1 the device, $2 the mount point, $3 a tag: a file of user
+/// 3100 is removed while held open (an orphan in the checkpoint); after a
+/// checkpoint of this file system only (syncfs; a `sync` would also end
+/// the chains of the others), owners write and fsync (new files in old
+/// directories, an append to a file whose project was just changed, a
+/// file in a PROJINHERIT directory, a chown). The kernel's view of quota
+/// then (`cut-TAG`), less the orphan, is what recovery must give. The
+/// caller ends the run with `vm-powercut`.
+const KERNEL_QUOTA_CUT_SH: &str = r#"
+kernel_quota_cut() {
+    dev=$1 m=$2 tag=$3
+    mkdir -p $m
+    mount -t f2fs -o usrquota,grpquota,prjquota $dev $m
+    mkdir $m/h $m/p
+    chown 1000:1000 $m/h
+    chmod 777 $m/p
+    chattr -p 55 +P $m/p
+    dd if=/dev/urandom of=$m/h/old bs=1k count=40 2>/dev/null
+    chown 1000:1000 $m/h/old
+    dd if=/dev/urandom of=$m/own bs=1k count=20 2>/dev/null
+    dd if=/dev/urandom of=$m/orphan bs=1k count=30 2>/dev/null
+    chown 3100:3100 $m/orphan
+    exec 3<$m/orphan
+    rm $m/orphan
+    sync -f $m
+    chattr -p 66 $m/h/old
+    qtool as 1000 1000 dd if=/dev/urandom of=$m/h/old bs=1k count=60 seek=40 conv=notrunc,fsync 2>/dev/null
+    qtool as 1000 1000 dd if=/dev/urandom of=$m/h/new bs=1k count=100 conv=fsync 2>/dev/null
+    qtool as 1002 1003 dd if=/dev/urandom of=$m/p/inproj bs=1k count=70 conv=fsync 2>/dev/null
+    chown 2000:2001 $m/own
+    sync $m/own
+    section cut-$tag qtool report $dev
+}
+"#;
+
+/// `view` ([`quota_lines`]) without the charge of the orphan
+/// [`KERNEL_QUOTA_CUT_SH`] leaves (user and group 3100, project 0), which
+/// recovery frees.
+fn without_orphan(view: &str) -> String {
+    let orphan = quota_entry(view, "user", 3100).expect("the orphan's charge");
+    let lines: Vec<String> = view
+        .lines()
+        .filter(|l| !l.starts_with("user 3100 ") && !l.starts_with("group 3100 "))
+        .map(|l| {
+            let Some(numbers) = l.strip_prefix("project 0 ") else {
+                return l.to_string();
+            };
+            let mut n: Vec<u64> = numbers.split(' ').map(|n| n.parse().unwrap()).collect();
+            n[0] -= orphan[0];
+            n[3] -= orphan[3];
+            let n: Vec<String> = n.iter().map(u64::to_string).collect();
+            format!("project 0 {}", n.join(" "))
+        })
+        .collect();
+    quota_lines(lines.iter().map(String::as_str))
+}
+
+/// Whether the current checkpoint of `img` says CP_QUOTA_NEED_FSCK.
+fn quota_need_fsck(img: &Path) -> bool {
+    let dev = Device::new(Box::new(MemDevice::from_bytes(fs::read(img).unwrap())));
+    let sb = load_superblock(&dev).unwrap().sb;
+    load_checkpoint(&dev, &sb).unwrap().cp.ckpt_flags.get() & cp_flag::QUOTA_NEED_FSCK != 0
+}
+
+/// The blocks of the fsync chain after the current checkpoint of `image`.
+fn fsync_chain_len(image: Vec<u8>) -> usize {
+    let dev = Device::new(Box::new(MemDevice::from_bytes(image)));
+    let sb = load_superblock(&dev).unwrap().sb;
+    let cp = load_checkpoint(&dev, &sb).unwrap();
+    let mut len = 0;
+    walk_chain(&dev, &sb, &cp, |_| {
+        len += 1;
+        Ok(())
+    })
+    .unwrap();
+    len
+}
+
+/// f2fuse writes again on an image the kernel wrote, enforcing limits: a
+/// new file of user 1000 (past its soft limit: a grace time starts), a
+/// removal in the project (user 1001 falls below its soft limit: its grace
+/// time ends), a chown, a new directory inheriting the project and
+/// files of 60 new ids.
+fn f2fuse_quota_rewrite(img: &Path) {
+    let fs = open_writable(img);
+    // As the kernel, grace times start only where limits are enforced
+    // (usrquota, grpquota, prjquota).
+    fs.set_quota_enforcement(0b111).unwrap();
+    let home = fs.lookup(ROOT, b"u1000").unwrap().ino;
+    let ino = fs.create(home, b"again", 0o644, 1000, 1000).unwrap().ino;
+    fs.write(ino, 0, &[7u8; 130 << 10]).unwrap();
+    let proj = fs.lookup(ROOT, b"proj").unwrap().ino;
+    fs.unlink(proj, b"p1").unwrap();
+    fs.mkdir(proj, b"later", 0o755, 1001, 1001).unwrap();
+    let r = fs.lookup(ROOT, b"r").unwrap().ino;
+    let chown = SetAttr {
+        uid: Some(5000),
+        gid: Some(5000),
+        ..Default::default()
+    };
+    fs.setattr(r, &chown).unwrap();
+    // New ids where the kernel freed entries and blocks of the tree.
+    let many = fs.lookup(ROOT, b"many").unwrap().ino;
+    for i in 0..60 {
+        let ino = fs.create(
+            many,
+            format!("m{i}").as_bytes(),
+            0o644,
+            30_000 + i,
+            30_000 + i,
+        );
+        fs.write(ino.unwrap().ino, 0, b"x").unwrap();
+    }
+    fs.unmount().unwrap();
+}
+
+/// Quota (`-O extra_attr,quota,project_quota`, images from f2fuse's mkfs
+/// and from mkfs.f2fs) against Linux 6.1 mounted with `usrquota,grpquota,
+/// prjquota`: the kernel reads exactly f2fuse's usage, limits and project
+/// ids, stops owners at the hard limits f2fuse set (EDQUOT), and f2fuse
+/// reads exactly the kernel's usage after its writes (fsck.f2fs clean);
+/// after f2fuse's next writes the kernel again agrees. Fsync'd writes of
+/// several owners cut by a power cut are rolled forward once by f2fuse and
+/// once by the kernel: either way the usage is the kernel's at the cut,
+/// without CP_QUOTA_NEED_FSCK, and fsck.f2fs is clean.
+#[test]
+fn quota_agrees_with_the_kernel() {
+    if !vm_available() {
+        return;
+    }
+    let scratch = Scratch::new("kvm-quota");
+    let qtool = build_qtool(&scratch);
+    let files = [(qtool.as_path(), "/usr/bin/qtool")];
+    let features = "extra_attr,quota,project_quota";
+    let ours = scratch.join("quota-ours.img");
+    let theirs = scratch.join("quota-theirs.img");
+    let cut = scratch.join("quota-cut.img");
+    let kernel_cut = scratch.join("quota-kernel-cut.img");
+    for img in [&ours, &cut] {
+        f2fuse(&["mkfs", arg(img), "--size", "64M", "-q", "-O", features]);
+    }
+    for img in [&theirs, &kernel_cut] {
+        mkfs_f2fs(img, 64 << 20, &["-O", features]);
+    }
+    let images = [("ours", &ours), ("theirs", &theirs)];
+    let mut f2fuse_view = BTreeMap::new();
+    for (tag, img) in images {
+        f2fuse_quota_workload(img);
+        assert_fsck(img, &format!("f2fuse's quota workload ({tag})"));
+        f2fuse_view.insert(tag, f2fuse_quota_lines(img));
+    }
+
+    // Boot 1: the kernel reads f2fuse's usage, limits and project ids,
+    // enforces the limits, writes as several owners.
+    let script = format!(
+        "{}{KERNEL_QUOTA_LIMITS_SH}kernel_quota_limits /dev/vda /mnt/a ours {MANY_MOVED}\n\
+         kernel_quota_limits /dev/vdb /mnt/b theirs {MANY_MOVED}\n{VM_EPILOGUE}",
+        vm_prologue()
+    );
+    let run = run_vm_with_files(&scratch, &[&ours, &theirs], &files, &script);
+    run.assert_kernel_quiet();
+    for (tag, img) in images {
+        assert_eq!(
+            quota_lines(run.section(&format!("before-{tag}")).lines()),
+            f2fuse_view[tag],
+            "{tag}: the kernel's quota (left) against f2fuse's (right)"
+        );
+        let lsattr = run.section(&format!("lsattr-{tag}"));
+        assert_eq!(lsattr.lines().count(), 3, "{tag}: lsattr -p:\n{lsattr}");
+        for line in lsattr.lines() {
+            assert!(
+                line.trim_start().starts_with("77 "),
+                "{tag}: project of {line:?}"
+            );
+        }
+        let edquot = run.section(&format!("edquot-{tag}"));
+        assert_eq!(
+            edquot.matches("Disk quota exceeded").count(),
+            2,
+            "{tag}: writes past the user's and the project's hard limit:\n{edquot}"
+        );
+        let at_limit = quota_lines(run.section(&format!("limit-{tag}")).lines());
+        for (qtype, id) in [("user", 1000), ("project", 77)] {
+            let [used, soft, hard, ..] = quota_entry(&at_limit, qtype, id).unwrap();
+            assert!(
+                used > soft && used <= hard && hard - used < 4,
+                "{tag}: {qtype} {id} stopped at {used} KiB:\n{at_limit}"
+            );
+        }
+        let after = quota_lines(run.section(&format!("after-{tag}")).lines());
+        // 6 MiB, 1 MiB preallocated, one sparse block: more is node blocks.
+        let user_1600 = quota_entry(&after, "user", 1600).unwrap();
+        assert!(user_1600[0] > 6144 + 1024 + 4, "{tag}: {after}");
+        let user_1001 = quota_entry(&after, "user", 1001).unwrap();
+        assert!(user_1001[0] > 100 && user_1001[6] > 0, "{tag}: {after}");
+        assert_eq!(
+            quota_entry(&after, "user", 777),
+            Some([0, 100, 200, 0, 5, 10, 0, 0])
+        );
+        for i in 0..MANY_IDS {
+            let (old, new) = (10_000 + i, 20_000 + i);
+            let moved = i < MANY_MOVED;
+            assert_eq!(quota_entry(&after, "user", old).is_some(), !moved, "{old}");
+            assert_eq!(quota_entry(&after, "group", new).is_some(), moved, "{new}");
+        }
+        assert_fsck(img, &format!("the kernel's writes ({tag})"));
+        assert_eq!(
+            f2fuse_quota_lines(img),
+            after,
+            "{tag}: f2fuse's quota (left) against the kernel's last view (right)"
+        );
+        f2fuse_quota_rewrite(img);
+        assert_fsck(img, &format!("f2fuse's writes after the kernel's ({tag})"));
+        let view = f2fuse_quota_lines(img);
+        // User 1001 fell below its soft limit (its grace time ended), user
+        // 1000 passed it (one started).
+        assert_eq!(quota_entry(&view, "user", 1001).unwrap()[6], 0, "{view}");
+        assert!(quota_entry(&view, "user", 1000).unwrap()[6] > 0, "{view}");
+        f2fuse_view.insert(tag, view);
+    }
+
+    // Boot 2: the kernel reads f2fuse's last usage; on two more images it
+    // writes and fsyncs as several owners and loses power.
+    let script = format!(
+        "{}{KERNEL_QUOTA_CUT_SH}mkdir -p /mnt/a /mnt/b\n\
+         mount -t f2fs -o usrquota,grpquota,prjquota /dev/vda /mnt/a\n\
+         section final-ours qtool report /dev/vda\numount /mnt/a\n\
+         mount -t f2fs -o usrquota,grpquota,prjquota /dev/vdb /mnt/b\n\
+         section final-theirs qtool report /dev/vdb\numount /mnt/b\n\
+         kernel_quota_cut /dev/vdc /mnt/c f2fuse\n\
+         kernel_quota_cut /dev/vdd /mnt/d kernel\n{VM_EPILOGUE}vm-powercut\n",
+        vm_prologue()
+    );
+    let run = run_vm_with_files(
+        &scratch,
+        &[&ours, &theirs, &cut, &kernel_cut],
+        &files,
+        &script,
+    );
+    run.assert_kernel_quiet();
+    for (tag, _) in images {
+        assert_eq!(
+            quota_lines(run.section(&format!("final-{tag}")).lines()),
+            f2fuse_view[tag],
+            "{tag}: the kernel's quota (left) after f2fuse's writes (right)"
+        );
+    }
+    let at_cut: BTreeMap<&str, String> = [("f2fuse", &cut), ("kernel", &kernel_cut)]
+        .into_iter()
+        .map(|(tag, img)| {
+            let view = quota_lines(run.section(&format!("cut-{tag}")).lines());
+            // The project change before the append reached the chain.
+            assert_eq!(quota_entry(&view, "project", 66).unwrap()[0], 100, "{view}");
+            assert!(
+                fsync_chain_len(fs::read(img).unwrap()) > 0,
+                "{tag}: the kernel's fsyncs left no chain"
+            );
+            assert!(
+                !quota_need_fsck(img),
+                "{tag}: quota_need_fsck before the roll-forward"
+            );
+            (tag, without_orphan(&view))
+        })
+        .collect();
+
+    // f2fuse rolls one fsync chain forward, charging its owners.
+    open_writable(&cut).unmount().unwrap();
+    assert!(
+        !quota_need_fsck(&cut),
+        "quota_need_fsck after f2fuse's roll-forward"
+    );
+    assert_fsck(&cut, "f2fuse's roll-forward of the kernel's fsync chain");
+    assert_eq!(
+        f2fuse_quota_lines(&cut),
+        at_cut["f2fuse"],
+        "f2fuse's quota after its recovery (left) against the kernel's at the cut less the orphan (right)"
+    );
+
+    // Boot 3: the kernel reads what f2fuse recovered and rolls the other
+    // chain forward itself.
+    let script = format!(
+        "{}mkdir -p /mnt/c /mnt/d\n\
+         mount -t f2fs -o usrquota,grpquota,prjquota /dev/vda /mnt/c\n\
+         section recovered-f2fuse qtool report /dev/vda\numount /mnt/c\n\
+         mount -t f2fs -o usrquota,grpquota,prjquota /dev/vdb /mnt/d\n\
+         section recovered-kernel qtool report /dev/vdb\numount /mnt/d\n{VM_EPILOGUE}",
+        vm_prologue()
+    );
+    let run = run_vm_with_files(&scratch, &[&cut, &kernel_cut], &files, &script);
+    run.assert_kernel_quiet();
+    for tag in ["f2fuse", "kernel"] {
+        assert_eq!(
+            quota_lines(run.section(&format!("recovered-{tag}")).lines()),
+            at_cut[tag],
+            "the kernel's quota after {tag}'s recovery (left) against the kernel's at the cut less the orphan (right)"
+        );
+    }
+    // Linux 6.1 charges what it rolls forward (quotas are on during
+    // recovery) and does not ask for a quota repair.
+    assert!(
+        !quota_need_fsck(&kernel_cut),
+        "quota_need_fsck after the kernel's roll-forward"
+    );
+    assert_fsck(&kernel_cut, "the kernel's roll-forward of its fsync chain");
+    assert_eq!(
+        f2fuse_quota_lines(&kernel_cut),
+        at_cut["kernel"],
+        "f2fuse's quota after the kernel's recovery (left) against the kernel's at the cut less the orphan (right)"
+    );
 }
