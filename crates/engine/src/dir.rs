@@ -241,6 +241,8 @@ pub enum EntryPlace {
 pub struct FoundEntry {
     pub place: EntryPlace,
     pub slot: usize,
+    /// The stored name's length (a no-key name in `info` is longer).
+    pub stored_len: usize,
     pub info: DirEntryInfo,
 }
 
@@ -270,6 +272,7 @@ pub fn find_entry(ctx: &Ctx, dir: &InodeInfo, name: &[u8]) -> Result<Option<Foun
             Some(e) => Ok(Some(FoundEntry {
                 place: EntryPlace::Inline,
                 slot: e.slot,
+                stored_len: e.name.len(),
                 info: entry_info(dir, &e)?,
             })),
             None => Ok(None),
@@ -290,6 +293,7 @@ pub fn find_entry(ctx: &Ctx, dir: &InodeInfo, name: &[u8]) -> Result<Option<Foun
                 return Ok(Some(FoundEntry {
                     place: EntryPlace::Block(index),
                     slot: e.slot,
+                    stored_len: e.name.len(),
                     info,
                 }));
             }
@@ -433,7 +437,7 @@ pub fn set_link(ctx: &Ctx, dir_ino: u32, found: &FoundEntry, ino: u32, ft: u8) -
 
 /// Removes an entry; a dentry block left empty (other than block 0) is freed.
 pub fn remove_link(ctx: &Ctx, dir_ino: u32, found: &FoundEntry) -> Result<()> {
-    let name_len = found.info.name.len();
+    let name_len = found.stored_len;
     match found.place {
         EntryPlace::Inline => inline::with_inline_area(ctx, dir_ino, |area, layout| {
             let geo = DentryGeometry::inline(layout.max_inline_data());
