@@ -1340,7 +1340,8 @@ fn assert_errno<T: std::fmt::Debug>(what: &str, result: f2fuse_engine::Result<T>
 /// the image writable without the key and shows the kernel's no-key names
 /// (and no-key symlink target), finds entries by them, refuses encrypted
 /// contents and new names with ENOKEY and changes to verity files with
-/// EPERM, deletes one encrypted file and one verity file, writes plain
+/// EPERM, deletes two encrypted files (one in an encrypted casefolded
+/// directory, hashed with a key) and one verity file, writes plain
 /// files, cleans sections (moving the raw encrypted and Merkle tree
 /// blocks); fsck.f2fs is clean; the kernel, given the key again, reads
 /// every remaining file and the same verity measurement.
@@ -1384,6 +1385,11 @@ for n in a b c d; do
     size=$((size + 150000))
 done
 head -c 5000 /dev/urandom >/mnt/enc/sub/inner
+# Encrypted and casefolded: the dentry hash is a keyed SipHash.
+mkdir /mnt/enc/cf
+chattr +F /mnt/enc/cf
+echo one >/mnt/enc/cf/MixedCase
+echo two >/mnt/enc/cf/Other
 echo long >/mnt/enc/{long_name}
 ln -s file_a /mnt/enc/link
 head -c 300000 /dev/urandom >/mnt/verity_keep
@@ -1417,7 +1423,7 @@ umount /mnt
         &nokey[ino]
     };
     let plain_hashes = digests(&run.section("plain_hashes"));
-    assert_eq!(plain_hashes.len(), 6, "{plain_hashes:?}");
+    assert_eq!(plain_hashes.len(), 8, "{plain_hashes:?}");
     let measurement = run.section("measure");
     let verity_hash = digests(&run.section("verity_hash"));
 
@@ -1517,6 +1523,9 @@ umount /mnt
 
     // Deleting needs no key.
     fs.unlink(enc.ino, nokey_of("file_b").as_bytes()).unwrap();
+    let cf_other = nokey_of("cf/Other").rsplit('/').next().unwrap();
+    let cf = fs.resolve(&format!("/enc/{}", nokey_of("cf"))).unwrap();
+    fs.unlink(cf.ino, cf_other.as_bytes()).unwrap();
     fs.unlink(ROOT, b"verity_gone").unwrap();
     for n in ["a", "b", "c", "d"] {
         fs.unlink(ROOT, format!("filler_{n}").as_bytes()).unwrap();
@@ -1555,6 +1564,7 @@ mount -t f2fs /dev/vda /mnt
 /vmrun/vm-fscrypt add-key /mnt /vmrun/key >/dev/null
 section enc_hashes sh -c 'cd /mnt/enc && find . -type f -exec sha256sum {{}} +'
 section enc_link readlink /mnt/enc/link
+section enc_casefold cat /mnt/enc/cf/MIXEDCASE
 section measure /vmrun/vm-fscrypt measure /mnt/verity_keep
 section verity_hash sha256sum /mnt/verity_keep
 section plain_hashes sh -c 'cd /mnt && sha256sum plain/*'
@@ -1568,8 +1578,10 @@ umount /mnt
     run.assert_kernel_quiet();
     let mut expected = plain_hashes.clone();
     expected.remove("file_b").unwrap();
+    expected.remove("cf/Other").unwrap();
     assert_eq!(digests(&run.section("enc_hashes")), expected);
     assert_eq!(run.section("enc_link").trim(), "file_a");
+    assert_eq!(run.section("enc_casefold"), "one\n");
     assert_eq!(run.section("measure"), measurement);
     assert_eq!(digests(&run.section("verity_hash")), verity_hash);
     assert_eq!(digests(&run.section("plain_hashes")), plain_files);
