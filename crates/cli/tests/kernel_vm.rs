@@ -1546,12 +1546,27 @@ umount /mnt
         );
     }
     fs.checkpoint().unwrap();
+    // Where the ciphertext lies (extents need no key).
+    let encrypted_extents = || -> Vec<_> {
+        ["file_a", "file_c", "file_d", "sub/inner"]
+            .iter()
+            .map(|p| {
+                let path = format!("/enc/{}", nokey_of(p));
+                fs.file_extents(&path).unwrap().extents
+            })
+            .collect()
+    };
+    let before = encrypted_extents();
     let mut cleaned = 0;
     while cleaned < 64 && fs.garbage_collect(true).unwrap() {
         cleaned += 1;
     }
     let moved = fs.gc_stats().data_blocks_moved;
-    assert!(moved > 0, "cleaning moved no data blocks");
+    assert_ne!(
+        before,
+        encrypted_extents(),
+        "cleaning moved no encrypted block"
+    );
     eprintln!("f2fuse cleaned {cleaned} sections, moved {moved} data blocks");
     fs.unmount().unwrap();
     assert_fsck(&img, "f2fuse's changes to the Android userdata image");
