@@ -82,16 +82,14 @@ impl Wanted<'_> {
         }
     }
 
-    fn matches(&self, e: &DentryRef) -> bool {
-        e.hash_code == self.hash()
-            && match self {
-                Wanted::Plain(name) => name.matches(e.name),
-                Wanted::NoKey(name) => name.matches(e.name),
-            }
-    }
-
     fn find<'b>(&self, set: &DentrySet<'b>) -> Result<Option<DentryRef<'b>>> {
-        Ok(set.entries()?.into_iter().find(|e| self.matches(e)))
+        match self {
+            Wanted::Plain(name) => Ok(set.find(name)?),
+            Wanted::NoKey(name) => Ok(set
+                .entries()?
+                .into_iter()
+                .find(|e| e.hash_code == name.hash && name.matches(e.name))),
+        }
     }
 }
 
