@@ -1368,9 +1368,16 @@ fn android_userdata_encrypted_and_verity_files() {
             "utf8",
         ],
     );
+    // One boot: the image, the helper and the key; the kernel must stay quiet.
+    let boot = |body: &str| {
+        let script = format!("{}{body}{VM_EPILOGUE}", vm_prologue());
+        let run = run_vm_with_files(&scratch, &[&img], &[&tool, &key], &script);
+        run.assert_kernel_quiet();
+        run
+    };
     let long_name = "L".repeat(180);
-    let script = format!(
-        r#"{prologue}
+    let run = boot(&format!(
+        r#"
 mount -t f2fs /dev/vda /mnt
 id=$(/vmrun/vm-fscrypt add-key /mnt /vmrun/key)
 mkdir /mnt/enc
@@ -1406,12 +1413,8 @@ mount -t f2fs /dev/vda /mnt
 section nokey_inodes sh -c 'cd /mnt/enc && find . ! -name . -exec stat -c "%i %n" {{}} +'
 section nokey_link sh -c 'find /mnt/enc -type l -exec readlink {{}} \;'
 umount /mnt
-{epilogue}"#,
-        prologue = vm_prologue(),
-        epilogue = VM_EPILOGUE,
-    );
-    let run = run_vm_with_files(&scratch, &[&img], &[&tool, &key], &script);
-    run.assert_kernel_quiet();
+"#
+    ));
     let plain = paths_by_inode(&run.section("plain_inodes"));
     let nokey = paths_by_inode(&run.section("nokey_inodes"));
     assert_eq!(
@@ -1573,11 +1576,11 @@ umount /mnt
     f2fuse(&["fsck", arg(&img)]);
 
     // The kernel with the key again.
-    let script = format!(
-        r#"{prologue}
+    let run = boot(
+        r#"
 mount -t f2fs /dev/vda /mnt
 /vmrun/vm-fscrypt add-key /mnt /vmrun/key >/dev/null
-section enc_hashes sh -c 'cd /mnt/enc && find . -type f -exec sha256sum {{}} +'
+section enc_hashes sh -c 'cd /mnt/enc && find . -type f -exec sha256sum {} +'
 section enc_link readlink /mnt/enc/link
 section enc_casefold cat /mnt/enc/cf/MIXEDCASE
 section measure /vmrun/vm-fscrypt measure /mnt/verity_keep
@@ -1585,12 +1588,8 @@ section verity_hash sha256sum /mnt/verity_keep
 section plain_hashes sh -c 'cd /mnt && sha256sum plain/*'
 section top ls /mnt
 umount /mnt
-{epilogue}"#,
-        prologue = vm_prologue(),
-        epilogue = VM_EPILOGUE,
+"#,
     );
-    let run = run_vm_with_files(&scratch, &[&img], &[&tool, &key], &script);
-    run.assert_kernel_quiet();
     let mut expected = plain_hashes.clone();
     expected.remove("file_b").unwrap();
     expected.remove("cf/Other").unwrap();
