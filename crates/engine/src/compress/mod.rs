@@ -197,6 +197,7 @@ pub fn read_data(
     let Some(compression) = &inode.compression else {
         return crate::data::read_data(dev, nm, inode, offset, buf, policy);
     };
+    crate::data::check_readable(inode)?;
     if offset >= inode.size || buf.is_empty() {
         return Ok(0);
     }
