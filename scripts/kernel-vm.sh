@@ -46,10 +46,19 @@ unavailable() {
 
 # Modules the VM loads, in order (modprobe adds what modules.dep lists).
 # crc32 is f2fs's checksum (crypto_alloc_shash("crc32"), not a link-time
-# dependency); quota_v2 holds the quota file format f2fs's quota uses.
-vm_modules="virtio_pci virtio_blk crc32_generic f2fs quota_v2"
+# dependency); quota_v2 holds the quota file format f2fs's quota uses;
+# xts, ecb, cts and sha512_generic are what fscrypt's v2 policies with
+# AES-256-XTS/AES-256-CTS (Android's) need (fs-verity's SHA-256 is built in).
+vm_modules="virtio_pci virtio_blk crc32_generic f2fs quota_v2 ecb xts cts sha512_generic"
 # Host programs copied in with their libraries, when present.
 vm_tools="chattr lsattr f2fs_io getfattr setfattr"
+
+# cache_key PACKAGE: the prepared VM's name in the cache: the package and a
+# checksum of what goes into the initramfs, so that branches with other
+# module or tool lists keep their own copies instead of rebuilding in turn.
+cache_key() {
+    echo "$1-$(echo "$vm_modules|$vm_tools" | cksum | cut -d' ' -f1)"
+}
 
 kernel_package() {
     if [ -n "${F2FUSE_VM_KERNEL_PKG:-}" ]; then
@@ -66,7 +75,7 @@ kernel_package() {
             awk '/Depends: linux-image-[0-9]/ {print $2; exit}')
     fi
     if [ -z "$pkg" ]; then
-        pkg=$(ls -t "$cache" 2>/dev/null | sed -n 's/^ready-//p' | head -n1)
+        pkg=$(ls -t "$cache" 2>/dev/null | sed -n 's/^ready-\(.*\)-[0-9]*$/\1/p' | head -n1)
     fi
     [ -n "$pkg" ] || unavailable "no linux-image-amd64 in apt's lists (run apt-get update)"
     echo "$pkg"
@@ -122,13 +131,15 @@ prepare() {
         unavailable "no static /bin/busybox (apt-get install busybox-static)"
     local pkg
     pkg=$(kernel_package)
-    local kdir=$cache/$pkg
+    local key
+    key=$(cache_key "$pkg")
+    local kdir=$cache/$key
     mkdir -p "$cache"
     # One preparation at a time (tests run in parallel).
     exec 9>"$cache/.lock"
     flock 9
-    if [ -f "$cache/ready-$pkg" ]; then
-        echo "$(cat "$cache/ready-$pkg") $(accelerator "$kdir")"
+    if [ -f "$cache/ready-$key" ]; then
+        echo "$(cat "$cache/ready-$key") $(accelerator "$kdir")"
         return
     fi
     mkdir -p "$cache"
@@ -166,7 +177,7 @@ prepare() {
     write_init "$initrd"
     (cd "$initrd" && find . | cpio -o -H newc --quiet) >"$kdir/initramfs.cpio"
     rm -rf "$initrd" "$kdir/root"
-    echo "$release" >"$cache/ready-$pkg"
+    echo "$release" >"$cache/ready-$key"
     echo "$release $(accelerator "$kdir")"
 }
 
@@ -233,7 +244,7 @@ run() {
     }
     (prepare) >/dev/null || exit $? # a subshell: the lock ends with it
     local kdir
-    kdir=$cache/$(kernel_package)
+    kdir=$cache/$(cache_key "$(kernel_package)")
 
     work=$(mktemp -d "${TMPDIR:-/tmp}/f2fuse-vm.XXXXXX")
     trap 'rm -rf "$work"' EXIT

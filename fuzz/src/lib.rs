@@ -10,6 +10,7 @@
 //! the layout crate.
 
 use f2fuse_engine::checkpoint::load_checkpoint;
+use f2fuse_engine::compress::{compress_cluster, decompress};
 use f2fuse_engine::device::{BlockDevice, Device};
 use f2fuse_engine::dir::dir_block_count;
 use f2fuse_engine::inode::{decode_inode, InodeCheck};
@@ -22,6 +23,7 @@ use f2fuse_layout::checkpoint::{
     compacted_blocks_needed, decode_compacted_summaries, verify_checkpoint_crc, Checkpoint,
     OrphanBlock,
 };
+use f2fuse_layout::compress::{build_cluster, split_cluster, CompressAlgorithm, InodeCompression};
 use f2fuse_layout::dentry::{
     dir_block_index, level_of_block, DentryGeometry, DentryName, DentrySet, NameRule,
 };
@@ -463,6 +465,45 @@ pub fn xattr(data: &[u8]) {
     assert_eq!(parse_xattrs(&buf).expect("re-encoded"), entries);
 }
 
+/// A compressed cluster as a file's payload blocks hold it: the first byte
+/// picks the algorithm, the second the cluster size (4..=32 blocks), the
+/// third whether the inode asks for the checksum; the rest is the stream
+/// (header, compressed bytes; padded to whole blocks). Whatever decodes
+/// fills the cluster exactly, and our own encoding of it decodes back.
+pub fn cluster(data: &[u8]) {
+    let [pick, size, flags, stream @ ..] = data else {
+        return;
+    };
+    let algorithm = CompressAlgorithm::ALL[*pick as usize % CompressAlgorithm::ALL.len()];
+    let log_cluster_size = 2 + size % 4;
+    let checksum = flags & 1 != 0;
+    let mut blocks = stream.to_vec();
+    blocks.resize(stream.len().next_multiple_of(BS), 0);
+    let Ok(payload) = split_cluster(&blocks, checksum) else {
+        return;
+    };
+    let mut out = vec![0u8; BS << log_cluster_size];
+    if decompress(algorithm, payload, &mut out).is_err() {
+        return;
+    }
+    if let Some(ours) = compress_cluster(&cluster_state(algorithm, log_cluster_size), &out) {
+        let mut back = vec![0u8; out.len()];
+        decompress(algorithm, &ours, &mut back).expect("our own stream decodes");
+        assert!(back == out, "{} round trip", algorithm.name());
+    }
+}
+
+/// A compressed file's state with default settings (no level, no checksum).
+fn cluster_state(algorithm: CompressAlgorithm, log_cluster_size: u8) -> InodeCompression {
+    InodeCompression {
+        algorithm,
+        log_cluster_size,
+        flag: 0,
+        compr_blocks: 0,
+        released: false,
+    }
+}
+
 /// A quota file: the first byte picks the type, the rest is the file. What
 /// parses must take new ids and lose them again as the kernel's tree code
 /// does, every step leaving a file that parses with exactly the ids set.
@@ -615,6 +656,7 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("inode", inode),
     ("dentry", dentry),
     ("xattr", xattr),
+    ("cluster", cluster),
     ("quota", quota),
     ("image", image),
 ];
@@ -696,6 +738,35 @@ pub fn seed_inputs() -> Vec<(&'static str, Vec<u8>)> {
         let mut input = vec![qtype];
         input.extend_from_slice(file.bytes());
         out.push(("quota", input));
+    }
+    out.extend(cluster_seeds().into_iter().map(|input| ("cluster", input)));
+    out
+}
+
+/// One cluster per algorithm, size and checksum setting, each as our
+/// writer stores it: text that compresses, with runs of zeros (LZO-RLE's).
+fn cluster_seeds() -> Vec<Vec<u8>> {
+    let mut text = Vec::new();
+    while text.len() < BS << 5 {
+        text.extend_from_slice(b"f2fs compressed cluster seed ");
+        text.extend_from_slice(&[0u8; 37]);
+    }
+    let mut out = Vec::new();
+    for (pick, &algorithm) in CompressAlgorithm::ALL.iter().enumerate() {
+        for size in 0..4u8 {
+            let log_cluster_size = 2 + size;
+            let data = &text[..BS << log_cluster_size];
+            let payload = compress_cluster(&cluster_state(algorithm, log_cluster_size), data)
+                .expect("the seed text compresses");
+            for checksum in [false, true] {
+                let mut input = vec![pick as u8, size, checksum as u8];
+                let stream = build_cluster(&payload, checksum);
+                // Trailing zero padding is restored by the entry point.
+                let used = stream.iter().rposition(|&b| b != 0).map_or(0, |i| i + 1);
+                input.extend_from_slice(&stream[..used]);
+                out.push(input);
+            }
+        }
     }
     out
 }

@@ -463,7 +463,7 @@ pub fn cat(image: &Path, path: &str) -> Result<(), String> {
     let inode = resolve(&fs, path)?;
     let mut stdout = std::io::stdout().lock();
     match inode.kind {
-        FileKind::Regular => copy_out(&fs, &inode, &mut stdout),
+        FileKind::Regular => copy_out(&fs, &inode, &mut stdout).map_err(|e| format!("{path}: {e}")),
         FileKind::Symlink => {
             let target = fs.read_link(&inode).map_err(|e| e.to_string())?;
             stdout.write_all(&target).map_err(|e| e.to_string())

@@ -1018,6 +1018,11 @@ fn mini_fuzz_xattr() {
 }
 
 #[test]
+fn mini_fuzz_cluster() {
+    mini_fuzz("cluster", 20000);
+}
+
+#[test]
 fn mini_fuzz_quota() {
     mini_fuzz("quota", 5000);
 }

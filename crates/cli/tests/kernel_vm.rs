@@ -31,8 +31,10 @@ use f2fuse_engine::fs::SetAttr;
 use f2fuse_engine::mkfs::{format, MkfsOptions};
 use f2fuse_engine::recovery::walk_chain;
 use f2fuse_engine::superblock::load_superblock;
-use f2fuse_engine::{Fs, OpenOptions};
+use f2fuse_engine::xattr::SetMode;
+use f2fuse_engine::{FallocMode, Fs, OpenOptions};
 use f2fuse_layout::compress::CompressAlgorithm;
+use f2fuse_layout::cp_flag;
 use f2fuse_layout::inode_flag;
 use f2fuse_layout::inode_flag::CASEFOLD;
 use f2fuse_layout::F2FS_ROOT_INO as ROOT;
@@ -192,6 +194,16 @@ impl VmRun {
 /// Boots the VM with `disks` (/dev/vda, /dev/vdb, ...) and runs `script`;
 /// panics unless it exits 0.
 fn run_vm(scratch: &Scratch, disks: &[&Path], script: &str) -> VmRun {
+    run_vm_with_files(scratch, disks, &[], script)
+}
+
+/// [`run_vm`] with host files copied in (`-f HOST:GUEST`).
+fn run_vm_with_files(
+    scratch: &Scratch,
+    disks: &[&Path],
+    files: &[(&Path, &str)],
+    script: &str,
+) -> VmRun {
     let script_path = scratch.join("vm-script.sh");
     fs::write(&script_path, script).unwrap();
     let console = scratch.join("vm-console.log");
@@ -199,6 +211,9 @@ fn run_vm(scratch: &Scratch, disks: &[&Path], script: &str) -> VmRun {
     cmd.arg("run").arg("-t").arg("240").arg("-c").arg(&console);
     for d in disks {
         cmd.arg("-d").arg(d);
+    }
+    for (host, guest) in files {
+        cmd.arg("-f").arg(format!("{}:{guest}", host.display()));
     }
     let out = cmd.arg(&script_path).output().expect("run kernel-vm.sh");
     let run = VmRun {
@@ -1072,7 +1087,7 @@ fn f2fuse_cut_image(img: &Path, mirror: &Path) {
     drop(fs);
     let image = dev.snapshot();
     // Every fsync went to the chain: no checkpoint since.
-    let chain = fsync_chain_blocks(&image);
+    let chain = fsync_chain_len(image.clone());
     assert!(chain >= 5, "fsyncs left a chain of {chain} blocks");
     fs::write(img, image).unwrap();
 }
@@ -1231,6 +1246,927 @@ fn kernel_written_images_open_in_f2fuse() {
     assert_fsck(&ours, "the kernel's roll-forward of f2fuse's fsync chain");
 }
 
+/// A tiny quotactl(2) tool for the VM (busybox has neither quota applets
+/// nor a way to run a command as a bare uid): `qtool report DEV` prints
+/// every id of the user, group and project quota the kernel knows as
+/// `TYPE ID USED_KIB BSOFT BHARD INODES ISOFT IHARD BTIME ITIME`
+/// (Q_GETNEXTQUOTA; limits in KiB, grace deadlines in seconds since the
+/// epoch), `qtool set TYPE ID BSOFT BHARD ISOFT IHARD DEV` sets limits
+/// (Q_SETQUOTA, as setquota), `qtool as UID GID PROG ARGS...` runs PROG as
+/// that owner without capabilities, so quota limits apply to it.
+const QTOOL_C: &str = r#"
+#include <errno.h>
+#include <grp.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/quota.h>
+#include <unistd.h>
+
+struct next_dqblk {
+    uint64_t bhard, bsoft, curspace, ihard, isoft, curinodes, btime, itime;
+    uint32_t valid, id;
+};
+
+static const char *names[] = {"user", "group", "project"};
+
+int main(int argc, char **argv) {
+    if (argc == 3 && !strcmp(argv[1], "report")) {
+        for (int type = 0; type < 3; type++) {
+            for (uint32_t id = 0;;) {
+                struct next_dqblk d;
+                if (quotactl(QCMD(0x800009 /* Q_GETNEXTQUOTA */, type), argv[2], id,
+                             (caddr_t)&d)) {
+                    if (errno == ENOENT) break;
+                    perror("Q_GETNEXTQUOTA");
+                    return 1;
+                }
+                printf("%s %u %llu %llu %llu %llu %llu %llu %llu %llu\n", names[type], d.id,
+                       (unsigned long long)(d.curspace + 1023) / 1024,
+                       (unsigned long long)d.bsoft, (unsigned long long)d.bhard,
+                       (unsigned long long)d.curinodes, (unsigned long long)d.isoft,
+                       (unsigned long long)d.ihard, (unsigned long long)d.btime,
+                       (unsigned long long)d.itime);
+                if (d.id == UINT32_MAX) break;
+                id = d.id + 1;
+            }
+        }
+        return 0;
+    }
+    if (argc == 9 && !strcmp(argv[1], "set")) {
+        int type = 0;
+        while (type < 3 && strcmp(argv[2], names[type])) type++;
+        struct next_dqblk d = {
+            .bsoft = strtoull(argv[4], 0, 10), .bhard = strtoull(argv[5], 0, 10),
+            .isoft = strtoull(argv[6], 0, 10), .ihard = strtoull(argv[7], 0, 10),
+            .valid = 1 | 4 /* QIF_BLIMITS | QIF_ILIMITS */,
+        };
+        if (type == 3 || quotactl(QCMD(0x800008 /* Q_SETQUOTA */, type), argv[8],
+                                  atoi(argv[3]), (caddr_t)&d)) {
+            perror("Q_SETQUOTA");
+            return 1;
+        }
+        return 0;
+    }
+    if (argc >= 5 && !strcmp(argv[1], "as")) {
+        gid_t gid = (gid_t)atoi(argv[3]);
+        if (setgroups(1, &gid) || setgid(gid) || setuid((uid_t)atoi(argv[2]))) {
+            perror("qtool as");
+            return 1;
+        }
+        execvp(argv[4], argv + 4);
+        perror(argv[4]);
+        return 127;
+    }
+    fprintf(stderr, "usage: qtool report DEV | qtool set TYPE ID BSOFT BHARD ISOFT IHARD DEV"
+                    " | qtool as UID GID PROG ARGS...\n");
+    return 2;
+}
+"#;
+
+/// Builds [`QTOOL_C`] statically (the VM has no C library).
+fn build_qtool(scratch: &Scratch) -> PathBuf {
+    let src = scratch.join("qtool.c");
+    let bin = scratch.join("qtool");
+    fs::write(&src, QTOOL_C).unwrap();
+    let out = Command::new("cc")
+        .args(["-static", "-O2", "-Wall", "-Werror", "-o"])
+        .arg(&bin)
+        .arg(&src)
+        .output()
+        .expect("run cc (a C compiler with static glibc, libc6-dev)");
+    assert!(
+        out.status.success(),
+        "cc qtool.c:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    bin
+}
+
+/// Quota entries as `qtool report` prints them, sorted, without ids that
+/// have neither usage nor limits (the kernel may keep such an entry in
+/// memory a while; f2fuse drops it as the kernel does at release).
+fn quota_lines<'a>(lines: impl Iterator<Item = &'a str>) -> String {
+    let mut entries: Vec<String> = lines
+        .map(|l| l.split_whitespace().collect::<Vec<_>>())
+        .filter(|f| f.len() == 10 && f[2..].iter().any(|n| *n != "0"))
+        .map(|f| f.join(" ") + "\n")
+        .collect();
+    entries.sort();
+    entries.concat()
+}
+
+/// `f2fuse quota IMAGE` as [`quota_lines`].
+fn f2fuse_quota_lines(img: &Path) -> String {
+    let report = f2fuse(&["quota", arg(img)]);
+    let mut qtype = "";
+    let mut rows = Vec::new();
+    for line in report.lines() {
+        if let Some((name, _)) = line.split_once(" quota (inode ") {
+            qtype = ["user", "group", "project"]
+                .into_iter()
+                .find(|t| *t == name)
+                .unwrap_or_else(|| panic!("f2fuse quota: {line:?}"));
+        } else if line.split_whitespace().next().is_some_and(|w| w != "id") {
+            // `ID USED BSOFT BHARD INODES ISOFT IHARD [blocks until B,
+            // inodes until I]`
+            let words: Vec<&str> = line.split_whitespace().collect();
+            let (btime, itime) = match words.get(9..13) {
+                Some([b, _, _, i]) => (b.trim_end_matches(','), *i),
+                _ => ("0", "0"),
+            };
+            rows.push(format!("{qtype} {} {btime} {itime}", words[..7].join(" ")));
+        }
+    }
+    quota_lines(rows.iter().map(String::as_str))
+}
+
+/// The numbers of `qtype id` in [`quota_lines`] output: used KiB, block
+/// soft and hard limits, inodes, inode soft and hard limits, block and
+/// inode grace deadlines; None if the id has no entry.
+fn quota_entry(lines: &str, qtype: &str, id: u32) -> Option<[u64; 8]> {
+    let prefix = format!("{qtype} {id} ");
+    let line = lines.lines().find(|l| l.starts_with(&prefix))?;
+    let n: Vec<u64> = line
+        .split(' ')
+        .skip(2)
+        .map(|n| n.parse().unwrap())
+        .collect();
+    Some(n.try_into().unwrap())
+}
+
+/// Files of ids 10000 and up f2fuse writes (the kernel moves the first
+/// [`MANY_MOVED`] to ids 20000 and up).
+const MANY_IDS: u32 = 150;
+const MANY_MOVED: u32 = 100;
+
+/// Through f2fuse: files of several owners and of [`MANY_IDS`] more,
+/// project 77 on a PROJINHERIT directory (its new entries inherit it),
+/// limits for users 1000 and 1001, group 3000 and project 77.
+fn f2fuse_quota_workload(img: &Path) {
+    let fs = open_writable(img);
+    let mut rng = Rng(0x9007a);
+    let mut put = |parent: u32, name: &str, len: usize, uid: u32, gid: u32| {
+        let ino = fs
+            .create(parent, name.as_bytes(), 0o644, uid, gid)
+            .unwrap()
+            .ino;
+        fs.write(ino, 0, &random_bytes(&mut rng, len)).unwrap();
+    };
+    let home = fs.mkdir(ROOT, b"u1000", 0o755, 1000, 1000).unwrap().ino;
+    put(home, "a", 200 << 10, 1000, 1000);
+    put(home, "b", 40 << 10, 1000, 2000);
+    put(ROOT, "g", 120 << 10, 2000, 3000);
+    put(ROOT, "r", 3000, 0, 0);
+    fs.mkdir(ROOT, b"proj", 0o777, 0, 0).unwrap();
+    // Node blocks are charged too: direct nodes of a file past the inode's
+    // addresses, an indirect node of a sparse file, an xattr node.
+    put(ROOT, "big", 5 << 20, 1500, 1500);
+    let big = fs.lookup(ROOT, b"big").unwrap().ino;
+    fs.fallocate(big, 1 << 20, 256 << 10, FallocMode::PunchHole)
+        .unwrap();
+    fs.set_xattr(big, b"user.big", &[b'x'; 3000], SetMode::Any)
+        .unwrap();
+    let sparse = fs.create(ROOT, b"sparse", 0o644, 1500, 1500).unwrap().ino;
+    fs.write(sparse, 0, b"start").unwrap();
+    fs.write(sparse, 30 << 20, b"end").unwrap();
+    let prealloc = fs.create(ROOT, b"prealloc", 0o644, 1500, 1500).unwrap().ino;
+    let allocate = FallocMode::Allocate { keep_size: false };
+    fs.fallocate(prealloc, 0, 1 << 20, allocate).unwrap();
+    // Enough ids for several leaf blocks of the quota tree (56 a block).
+    let many = fs.mkdir(ROOT, b"many", 0o755, 0, 0).unwrap().ino;
+    for i in 0..MANY_IDS {
+        put(many, &format!("n{i}"), 100, 10_000 + i, 10_000 + i);
+    }
+    fs.unmount().unwrap();
+    f2fuse(&["quota", arg(img), "project", "/proj", "77", "--inherit"]);
+    let fs = open_writable(img);
+    let proj = fs.lookup(ROOT, b"proj").unwrap().ino;
+    let ino = fs.create(proj, b"p1", 0o644, 1001, 1001).unwrap().ino;
+    fs.write(ino, 0, &random_bytes(&mut rng, 64 << 10)).unwrap();
+    fs.mkdir(proj, b"sub", 0o777, 1001, 1001).unwrap();
+    fs.unmount().unwrap();
+    for (qtype, id, limits) in [
+        ("user", "1000", ["400", "512", "10", "20"]),
+        ("user", "1001", ["100", "2048", "0", "100"]),
+        ("group", "3000", ["1000", "2000", "0", "0"]),
+        ("project", "77", ["300", "400", "0", "50"]),
+    ] {
+        let mut args = vec!["quota", arg(img), "set", qtype, id];
+        args.extend(limits);
+        f2fuse(&args);
+    }
+}
+
+/// In the VM, $1 the device, $2 the mount point, $3 a tag: the kernel's
+/// view of quota after mounting with enforcement (`before-TAG`) and the
+/// project ids f2fuse set (`lsattr-TAG`); writes past a user's and a
+/// project's hard limit by their owners (`edquot-TAG`: the errors) and the
+/// view then (`limit-TAG`); more writes by several owners (user 1001
+/// passes its soft limit: a grace time starts), a chown, a project change,
+/// a removal, truncations (one freeing node blocks), files of user 1600
+/// with node blocks (large, sparse, an xattr node) and preallocated
+/// blocks, $4 files of `many` moved to ids 20000 and up (the kernel
+/// deletes the emptied ids' entries), limits set for a new id and an old
+/// one; the view after a sync (`after-TAG`).
+const KERNEL_QUOTA_LIMITS_SH: &str = r#"
+kernel_quota_limits() {
+    dev=$1 m=$2 tag=$3 moved=$4
+    mkdir -p $m
+    mount -t f2fs -o usrquota,grpquota,prjquota $dev $m
+    section before-$tag qtool report $dev
+    section lsattr-$tag lsattr -p -d $m/proj $m/proj/p1 $m/proj/sub
+    over() {
+        if qtool as "$@" 2>/tmp/err; then echo "no error"; else cat /tmp/err; fi
+    }
+    echo "=== begin edquot-$tag"
+    over 1000 1000 dd if=/dev/zero of=$m/u1000/over bs=4k count=256
+    over 1002 1002 dd if=/dev/zero of=$m/proj/over bs=4k count=256
+    echo "=== end edquot-$tag"
+    sync
+    section limit-$tag qtool report $dev
+    rm $m/proj/over
+    qtool as 1001 1001 sh -c "dd if=/dev/urandom of=$m/proj/sub/k1 bs=1k count=50 2>/dev/null &&
+        mkdir $m/proj/sub/kd && echo small >$m/proj/sub/kd/s"
+    qtool as 1000 1000 truncate -s 5000 $m/u1000/a
+    i=0
+    while [ $i -lt $moved ]; do
+        chown $((20000 + i)):$((20000 + i)) $m/many/n$i
+        i=$((i + 1))
+    done
+    dd if=/dev/urandom of=$m/kbig bs=1M count=6 2>/dev/null
+    dd if=/dev/zero of=$m/ksparse bs=4k seek=8000 count=1 2>/dev/null
+    fallocate -l 1048576 $m/kpre
+    setfattr -n user.big -v "$(head -c 3000 /dev/zero | tr '\0' k)" $m/kbig
+    chown 1600:1600 $m/kbig $m/ksparse $m/kpre
+    truncate -s 1048576 $m/big
+    qtool set user 777 100 200 5 10 $dev
+    qtool set group 2000 0 64 0 0 $dev
+    dd if=/dev/urandom of=$m/k4000 bs=1k count=30 2>/dev/null
+    chown 4000:4001 $m/k4000
+    chattr -p 88 $m/k4000
+    chown 1001 $m/u1000/b
+    rm $m/g
+    sync
+    section after-$tag qtool report $dev
+    umount $m
+}
+"#;
+
+/// In the VM, $1 the device, $2 the mount point, $3 a tag: a file of user
+/// 3100 is removed while held open (an orphan in the checkpoint); after a
+/// checkpoint of this file system only (syncfs; a `sync` would also end
+/// the chains of the others), owners write and fsync (new files in old
+/// directories, an append to a file whose project was just changed, a
+/// file in a PROJINHERIT directory, a chown). The kernel's view of quota
+/// then (`cut-TAG`), less the orphan, is what recovery must give. The
+/// caller ends the run with `vm-powercut`.
+const KERNEL_QUOTA_CUT_SH: &str = r#"
+kernel_quota_cut() {
+    dev=$1 m=$2 tag=$3
+    mkdir -p $m
+    mount -t f2fs -o usrquota,grpquota,prjquota $dev $m
+    mkdir $m/h $m/p
+    chown 1000:1000 $m/h
+    chmod 777 $m/p
+    chattr -p 55 +P $m/p
+    dd if=/dev/urandom of=$m/h/old bs=1k count=40 2>/dev/null
+    chown 1000:1000 $m/h/old
+    dd if=/dev/urandom of=$m/own bs=1k count=20 2>/dev/null
+    dd if=/dev/urandom of=$m/orphan bs=1k count=30 2>/dev/null
+    chown 3100:3100 $m/orphan
+    exec 3<$m/orphan
+    rm $m/orphan
+    sync -f $m
+    chattr -p 66 $m/h/old
+    qtool as 1000 1000 dd if=/dev/urandom of=$m/h/old bs=1k count=60 seek=40 conv=notrunc,fsync 2>/dev/null
+    qtool as 1000 1000 dd if=/dev/urandom of=$m/h/new bs=1k count=100 conv=fsync 2>/dev/null
+    qtool as 1002 1003 dd if=/dev/urandom of=$m/p/inproj bs=1k count=70 conv=fsync 2>/dev/null
+    chown 2000:2001 $m/own
+    sync $m/own
+    section cut-$tag qtool report $dev
+}
+"#;
+
+/// `view` ([`quota_lines`]) without the charge of the orphan
+/// [`KERNEL_QUOTA_CUT_SH`] leaves (user and group 3100, project 0), which
+/// recovery frees.
+fn without_orphan(view: &str) -> String {
+    let orphan = quota_entry(view, "user", 3100).expect("the orphan's charge");
+    let lines: Vec<String> = view
+        .lines()
+        .filter(|l| !l.starts_with("user 3100 ") && !l.starts_with("group 3100 "))
+        .map(|l| {
+            let Some(numbers) = l.strip_prefix("project 0 ") else {
+                return l.to_string();
+            };
+            let mut n: Vec<u64> = numbers.split(' ').map(|n| n.parse().unwrap()).collect();
+            n[0] -= orphan[0];
+            n[3] -= orphan[3];
+            let n: Vec<String> = n.iter().map(u64::to_string).collect();
+            format!("project 0 {}", n.join(" "))
+        })
+        .collect();
+    quota_lines(lines.iter().map(String::as_str))
+}
+
+/// Whether the current checkpoint of `img` says CP_QUOTA_NEED_FSCK.
+fn quota_need_fsck(img: &Path) -> bool {
+    let dev = Device::new(Box::new(MemDevice::from_bytes(fs::read(img).unwrap())));
+    let sb = load_superblock(&dev).unwrap().sb;
+    load_checkpoint(&dev, &sb).unwrap().cp.ckpt_flags.get() & cp_flag::QUOTA_NEED_FSCK != 0
+}
+
+/// The blocks of the fsync chain after the current checkpoint of `image`.
+fn fsync_chain_len(image: Vec<u8>) -> usize {
+    let dev = Device::new(Box::new(MemDevice::from_bytes(image)));
+    let sb = load_superblock(&dev).unwrap().sb;
+    let cp = load_checkpoint(&dev, &sb).unwrap();
+    let mut len = 0;
+    walk_chain(&dev, &sb, &cp, |_| {
+        len += 1;
+        Ok(())
+    })
+    .unwrap();
+    len
+}
+
+/// f2fuse writes again on an image the kernel wrote, enforcing limits: a
+/// new file of user 1000 (past its soft limit: a grace time starts), a
+/// removal in the project (user 1001 falls below its soft limit: its grace
+/// time ends), a chown, a new directory inheriting the project and
+/// files of 60 new ids.
+fn f2fuse_quota_rewrite(img: &Path) {
+    let fs = open_writable(img);
+    // As the kernel, grace times start only where limits are enforced
+    // (usrquota, grpquota, prjquota).
+    fs.set_quota_enforcement(0b111).unwrap();
+    let home = fs.lookup(ROOT, b"u1000").unwrap().ino;
+    let ino = fs.create(home, b"again", 0o644, 1000, 1000).unwrap().ino;
+    fs.write(ino, 0, &[7u8; 130 << 10]).unwrap();
+    let proj = fs.lookup(ROOT, b"proj").unwrap().ino;
+    fs.unlink(proj, b"p1").unwrap();
+    fs.mkdir(proj, b"later", 0o755, 1001, 1001).unwrap();
+    let r = fs.lookup(ROOT, b"r").unwrap().ino;
+    let chown = SetAttr {
+        uid: Some(5000),
+        gid: Some(5000),
+        ..Default::default()
+    };
+    fs.setattr(r, &chown).unwrap();
+    // New ids where the kernel freed entries and blocks of the tree.
+    let many = fs.lookup(ROOT, b"many").unwrap().ino;
+    for i in 0..60 {
+        let ino = fs.create(
+            many,
+            format!("m{i}").as_bytes(),
+            0o644,
+            30_000 + i,
+            30_000 + i,
+        );
+        fs.write(ino.unwrap().ino, 0, b"x").unwrap();
+    }
+    fs.unmount().unwrap();
+}
+
+/// Quota (`-O extra_attr,quota,project_quota`, images from f2fuse's mkfs
+/// and from mkfs.f2fs) against Linux 6.1 mounted with `usrquota,grpquota,
+/// prjquota`: the kernel reads exactly f2fuse's usage, limits and project
+/// ids, stops owners at the hard limits f2fuse set (EDQUOT), and f2fuse
+/// reads exactly the kernel's usage after its writes (fsck.f2fs clean);
+/// after f2fuse's next writes the kernel again agrees. Fsync'd writes of
+/// several owners cut by a power cut are rolled forward once by f2fuse and
+/// once by the kernel: either way the usage is the kernel's at the cut,
+/// without CP_QUOTA_NEED_FSCK, and fsck.f2fs is clean.
+#[test]
+fn quota_agrees_with_the_kernel() {
+    if !vm_available() {
+        return;
+    }
+    let scratch = Scratch::new("kvm-quota");
+    let qtool = build_qtool(&scratch);
+    let files = [(qtool.as_path(), "/usr/bin/qtool")];
+    let features = "extra_attr,quota,project_quota";
+    let ours = scratch.join("quota-ours.img");
+    let theirs = scratch.join("quota-theirs.img");
+    let cut = scratch.join("quota-cut.img");
+    let kernel_cut = scratch.join("quota-kernel-cut.img");
+    for img in [&ours, &cut] {
+        f2fuse(&["mkfs", arg(img), "--size", "64M", "-q", "-O", features]);
+    }
+    for img in [&theirs, &kernel_cut] {
+        mkfs_f2fs(img, 64 << 20, &["-O", features]);
+    }
+    let images = [("ours", &ours), ("theirs", &theirs)];
+    let mut f2fuse_view = BTreeMap::new();
+    for (tag, img) in images {
+        f2fuse_quota_workload(img);
+        assert_fsck(img, &format!("f2fuse's quota workload ({tag})"));
+        f2fuse_view.insert(tag, f2fuse_quota_lines(img));
+    }
+
+    // Boot 1: the kernel reads f2fuse's usage, limits and project ids,
+    // enforces the limits, writes as several owners.
+    let script = format!(
+        "{}{KERNEL_QUOTA_LIMITS_SH}kernel_quota_limits /dev/vda /mnt/a ours {MANY_MOVED}\n\
+         kernel_quota_limits /dev/vdb /mnt/b theirs {MANY_MOVED}\n{VM_EPILOGUE}",
+        vm_prologue()
+    );
+    let run = run_vm_with_files(&scratch, &[&ours, &theirs], &files, &script);
+    run.assert_kernel_quiet();
+    for (tag, img) in images {
+        assert_eq!(
+            quota_lines(run.section(&format!("before-{tag}")).lines()),
+            f2fuse_view[tag],
+            "{tag}: the kernel's quota (left) against f2fuse's (right)"
+        );
+        let lsattr = run.section(&format!("lsattr-{tag}"));
+        assert_eq!(lsattr.lines().count(), 3, "{tag}: lsattr -p:\n{lsattr}");
+        for line in lsattr.lines() {
+            assert!(
+                line.trim_start().starts_with("77 "),
+                "{tag}: project of {line:?}"
+            );
+        }
+        let edquot = run.section(&format!("edquot-{tag}"));
+        assert_eq!(
+            edquot.matches("Disk quota exceeded").count(),
+            2,
+            "{tag}: writes past the user's and the project's hard limit:\n{edquot}"
+        );
+        let at_limit = quota_lines(run.section(&format!("limit-{tag}")).lines());
+        for (qtype, id) in [("user", 1000), ("project", 77)] {
+            let [used, soft, hard, ..] = quota_entry(&at_limit, qtype, id).unwrap();
+            assert!(
+                used > soft && used <= hard && hard - used < 4,
+                "{tag}: {qtype} {id} stopped at {used} KiB:\n{at_limit}"
+            );
+        }
+        let after = quota_lines(run.section(&format!("after-{tag}")).lines());
+        // 6 MiB, 1 MiB preallocated, one sparse block: more is node blocks.
+        let user_1600 = quota_entry(&after, "user", 1600).unwrap();
+        assert!(user_1600[0] > 6144 + 1024 + 4, "{tag}: {after}");
+        let user_1001 = quota_entry(&after, "user", 1001).unwrap();
+        assert!(user_1001[0] > 100 && user_1001[6] > 0, "{tag}: {after}");
+        assert_eq!(
+            quota_entry(&after, "user", 777),
+            Some([0, 100, 200, 0, 5, 10, 0, 0])
+        );
+        for i in 0..MANY_IDS {
+            let (old, new) = (10_000 + i, 20_000 + i);
+            let moved = i < MANY_MOVED;
+            assert_eq!(quota_entry(&after, "user", old).is_some(), !moved, "{old}");
+            assert_eq!(quota_entry(&after, "group", new).is_some(), moved, "{new}");
+        }
+        assert_fsck(img, &format!("the kernel's writes ({tag})"));
+        assert_eq!(
+            f2fuse_quota_lines(img),
+            after,
+            "{tag}: f2fuse's quota (left) against the kernel's last view (right)"
+        );
+        f2fuse_quota_rewrite(img);
+        assert_fsck(img, &format!("f2fuse's writes after the kernel's ({tag})"));
+        let view = f2fuse_quota_lines(img);
+        // User 1001 fell below its soft limit (its grace time ended), user
+        // 1000 passed it (one started).
+        assert_eq!(quota_entry(&view, "user", 1001).unwrap()[6], 0, "{view}");
+        assert!(quota_entry(&view, "user", 1000).unwrap()[6] > 0, "{view}");
+        f2fuse_view.insert(tag, view);
+    }
+
+    // Boot 2: the kernel reads f2fuse's last usage; on two more images it
+    // writes and fsyncs as several owners and loses power.
+    let script = format!(
+        "{}{KERNEL_QUOTA_CUT_SH}mkdir -p /mnt/a /mnt/b\n\
+         mount -t f2fs -o usrquota,grpquota,prjquota /dev/vda /mnt/a\n\
+         section final-ours qtool report /dev/vda\numount /mnt/a\n\
+         mount -t f2fs -o usrquota,grpquota,prjquota /dev/vdb /mnt/b\n\
+         section final-theirs qtool report /dev/vdb\numount /mnt/b\n\
+         kernel_quota_cut /dev/vdc /mnt/c f2fuse\n\
+         kernel_quota_cut /dev/vdd /mnt/d kernel\n{VM_EPILOGUE}vm-powercut\n",
+        vm_prologue()
+    );
+    let run = run_vm_with_files(
+        &scratch,
+        &[&ours, &theirs, &cut, &kernel_cut],
+        &files,
+        &script,
+    );
+    run.assert_kernel_quiet();
+    for (tag, _) in images {
+        assert_eq!(
+            quota_lines(run.section(&format!("final-{tag}")).lines()),
+            f2fuse_view[tag],
+            "{tag}: the kernel's quota (left) after f2fuse's writes (right)"
+        );
+    }
+    let at_cut: BTreeMap<&str, String> = [("f2fuse", &cut), ("kernel", &kernel_cut)]
+        .into_iter()
+        .map(|(tag, img)| {
+            let view = quota_lines(run.section(&format!("cut-{tag}")).lines());
+            // The project change before the append reached the chain.
+            assert_eq!(quota_entry(&view, "project", 66).unwrap()[0], 100, "{view}");
+            assert!(
+                fsync_chain_len(fs::read(img).unwrap()) > 0,
+                "{tag}: the kernel's fsyncs left no chain"
+            );
+            assert!(
+                !quota_need_fsck(img),
+                "{tag}: quota_need_fsck before the roll-forward"
+            );
+            (tag, without_orphan(&view))
+        })
+        .collect();
+
+    // f2fuse rolls one fsync chain forward, charging its owners.
+    open_writable(&cut).unmount().unwrap();
+    assert!(
+        !quota_need_fsck(&cut),
+        "quota_need_fsck after f2fuse's roll-forward"
+    );
+    assert_fsck(&cut, "f2fuse's roll-forward of the kernel's fsync chain");
+    assert_eq!(
+        f2fuse_quota_lines(&cut),
+        at_cut["f2fuse"],
+        "f2fuse's quota after its recovery (left) against the kernel's at the cut less the orphan (right)"
+    );
+
+    // Boot 3: the kernel reads what f2fuse recovered and rolls the other
+    // chain forward itself.
+    let script = format!(
+        "{}mkdir -p /mnt/c /mnt/d\n\
+         mount -t f2fs -o usrquota,grpquota,prjquota /dev/vda /mnt/c\n\
+         section recovered-f2fuse qtool report /dev/vda\numount /mnt/c\n\
+         mount -t f2fs -o usrquota,grpquota,prjquota /dev/vdb /mnt/d\n\
+         section recovered-kernel qtool report /dev/vdb\numount /mnt/d\n{VM_EPILOGUE}",
+        vm_prologue()
+    );
+    let run = run_vm_with_files(&scratch, &[&cut, &kernel_cut], &files, &script);
+    run.assert_kernel_quiet();
+    for tag in ["f2fuse", "kernel"] {
+        assert_eq!(
+            quota_lines(run.section(&format!("recovered-{tag}")).lines()),
+            at_cut[tag],
+            "the kernel's quota after {tag}'s recovery (left) against the kernel's at the cut less the orphan (right)"
+        );
+    }
+    // Linux 6.1 charges what it rolls forward (quotas are on during
+    // recovery) and does not ask for a quota repair.
+    assert!(
+        !quota_need_fsck(&kernel_cut),
+        "quota_need_fsck after the kernel's roll-forward"
+    );
+    assert_fsck(&kernel_cut, "the kernel's roll-forward of its fsync chain");
+    assert_eq!(
+        f2fuse_quota_lines(&kernel_cut),
+        at_cut["kernel"],
+        "f2fuse's quota after the kernel's recovery (left) against the kernel's at the cut less the orphan (right)"
+    );
+}
+
+/// scripts/vm-fscrypt.c built static for the VM (its initramfs has no
+/// libc of its own for tools not copied in); `None` (a skip note) without
+/// a C compiler and static libc.
+fn vm_fscrypt_tool(scratch: &Scratch) -> Option<PathBuf> {
+    let out = scratch.join("vm-fscrypt");
+    let built = Command::new("cc")
+        .args(["-static", "-O2", "-o"])
+        .arg(&out)
+        .arg(repo().join("scripts/vm-fscrypt.c"))
+        .output();
+    match built {
+        Ok(o) if o.status.success() => Some(out),
+        Ok(o) => {
+            eprintln!(
+                "SKIPPING Android userdata VM test: cc -static failed: {}",
+                String::from_utf8_lossy(&o.stderr)
+            );
+            None
+        }
+        Err(e) => {
+            eprintln!("SKIPPING Android userdata VM test: no cc: {e}");
+            None
+        }
+    }
+}
+
+/// `INODE PATH` lines of a section as PATH by inode.
+fn paths_by_inode(section: &str) -> BTreeMap<u32, String> {
+    section
+        .lines()
+        .map(|l| {
+            let (ino, path) = l.split_once(' ').unwrap();
+            (
+                ino.parse().unwrap(),
+                path.trim_start_matches("./").to_string(),
+            )
+        })
+        .collect()
+}
+
+/// `sha256sum` output as PATH -> digest.
+fn digests(section: &str) -> BTreeMap<String, String> {
+    section
+        .lines()
+        .map(|l| {
+            let (digest, path) = l.split_once("  ").unwrap();
+            let path = path.trim_start_matches("./").trim_start_matches("/mnt/");
+            (path.to_string(), digest.to_string())
+        })
+        .collect()
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[track_caller]
+fn assert_errno<T: std::fmt::Debug>(what: &str, result: f2fuse_engine::Result<T>, errno: i32) {
+    match result {
+        Err(e) => assert_eq!(e.to_errno(), errno, "{what}: {e}"),
+        Ok(v) => panic!("{what}: succeeded ({v:?}), expected errno {errno}"),
+    }
+}
+
+/// Kernel-made fscrypt and fs-verity files on an image with Android's
+/// userdata features but the quota ones, which f2fuse does not write yet
+/// (mkfs.f2fs turns `quota` on for `project_quota` too): the
+/// kernel encrypts a directory tree with a v2 policy (AES-256-XTS,
+/// AES-256-CTS, a raw key) and enables fs-verity on two files; f2fuse opens
+/// the image writable without the key and shows the kernel's no-key names
+/// (and no-key symlink target), finds entries by them, refuses encrypted
+/// contents and new names with ENOKEY and changes to verity files with
+/// EPERM, deletes two encrypted files (one in an encrypted casefolded
+/// directory, hashed with a key) and one verity file, writes plain
+/// files, cleans sections (moving the raw encrypted and Merkle tree
+/// blocks); fsck.f2fs is clean; the kernel, given the key again, reads
+/// every remaining file and the same verity measurement.
+#[test]
+fn android_userdata_encrypted_and_verity_files() {
+    if !vm_available() {
+        return;
+    }
+    let scratch = Scratch::new("kvm-android");
+    let Some(tool) = vm_fscrypt_tool(&scratch) else {
+        return;
+    };
+    let key = scratch.join("key");
+    let mut rng = Rng(0xa17d);
+    fs::write(&key, random_bytes(&mut rng, 64)).unwrap();
+    let img = scratch.join("userdata.img");
+    mkfs_f2fs(
+        &img,
+        128 << 20,
+        &[
+            "-O",
+            "extra_attr,inode_checksum,sb_checksum,encrypt,verity,quota,project_quota,casefold,compression",
+            "-C",
+            "utf8",
+        ],
+    );
+    // One boot: the image, the helper and the key; the kernel must stay quiet.
+    let boot = |body: &str| {
+        let script = format!("{}{body}{VM_EPILOGUE}", vm_prologue());
+        let files = [
+            (tool.as_path(), "/vmrun/vm-fscrypt"),
+            (key.as_path(), "/vmrun/key"),
+        ];
+        let run = run_vm_with_files(&scratch, &[&img], &files, &script);
+        run.assert_kernel_quiet();
+        run
+    };
+    let long_name = "L".repeat(180);
+    let run = boot(&format!(
+        r#"
+mount -t f2fs /dev/vda /mnt
+id=$(/vmrun/vm-fscrypt add-key /mnt /vmrun/key)
+mkdir /mnt/enc
+/vmrun/vm-fscrypt set-policy /mnt/enc "$id"
+mkdir /mnt/enc/sub
+# Encrypted blocks between filler blocks f2fuse deletes: their sections
+# become cleaning victims.
+size=7000
+for n in a b c d; do
+    head -c $size /dev/urandom >/mnt/enc/file_$n
+    head -c 400000 /dev/urandom >/mnt/filler_$n
+    size=$((size + 150000))
+done
+head -c 5000 /dev/urandom >/mnt/enc/sub/inner
+# Encrypted and casefolded: the dentry hash is a keyed SipHash.
+mkdir /mnt/enc/cf
+chattr +F /mnt/enc/cf
+echo one >/mnt/enc/cf/MixedCase
+echo two >/mnt/enc/cf/Other
+echo long >/mnt/enc/{long_name}
+ln -s file_a /mnt/enc/link
+head -c 300000 /dev/urandom >/mnt/verity_keep
+head -c 90000 /dev/urandom >/mnt/verity_gone
+/vmrun/vm-fscrypt enable-verity /mnt/verity_keep
+/vmrun/vm-fscrypt enable-verity /mnt/verity_gone
+section plain_inodes sh -c 'cd /mnt/enc && find . ! -name . -exec stat -c "%i %n" {{}} +'
+section plain_hashes sh -c 'cd /mnt/enc && find . -type f -exec sha256sum {{}} +'
+section measure /vmrun/vm-fscrypt measure /mnt/verity_keep
+section verity_hash sha256sum /mnt/verity_keep
+umount /mnt
+# Without the key (unmounting dropped it): the no-key names.
+mount -t f2fs /dev/vda /mnt
+section nokey_inodes sh -c 'cd /mnt/enc && find . ! -name . -exec stat -c "%i %n" {{}} +'
+section nokey_link sh -c 'find /mnt/enc -type l -exec readlink {{}} \;'
+umount /mnt
+"#
+    ));
+    let plain = paths_by_inode(&run.section("plain_inodes"));
+    let nokey = paths_by_inode(&run.section("nokey_inodes"));
+    assert_eq!(
+        plain.keys().collect::<Vec<_>>(),
+        nokey.keys().collect::<Vec<_>>()
+    );
+    let nokey_of = |plain_path: &str| -> &str {
+        let (ino, _) = plain.iter().find(|(_, p)| *p == plain_path).unwrap();
+        &nokey[ino]
+    };
+    let plain_hashes = digests(&run.section("plain_hashes"));
+    assert_eq!(plain_hashes.len(), 8, "{plain_hashes:?}");
+    let measurement = run.section("measure");
+    let verity_hash = digests(&run.section("verity_hash"));
+
+    // f2fuse, writable, without the key.
+    let fs = open_writable(&img);
+    let enc = fs.resolve("/enc").unwrap();
+    let mut listed: Vec<String> = fs
+        .read_dir(enc.ino)
+        .unwrap()
+        .into_iter()
+        .map(|e| String::from_utf8(e.name).unwrap())
+        .filter(|n| n != "." && n != "..")
+        .collect();
+    listed.sort();
+    let mut top: Vec<String> = nokey
+        .values()
+        .filter(|p| !p.contains('/'))
+        .cloned()
+        .collect();
+    top.sort();
+    assert_eq!(listed, top, "the kernel's no-key names");
+    for (ino, path) in &nokey {
+        let found = fs.resolve(&format!("/enc/{path}")).unwrap();
+        assert_eq!(found.ino, *ino, "lookup of no-key name {path}");
+    }
+    let link = fs.resolve(&format!("/enc/{}", nokey_of("link"))).unwrap();
+    assert_eq!(
+        String::from_utf8(fs.read_link(&link).unwrap()).unwrap(),
+        run.section("nokey_link").trim(),
+        "the no-key symlink target"
+    );
+    let file_a = fs.resolve(&format!("/enc/{}", nokey_of("file_a"))).unwrap();
+    assert_errno("reading", fs.read(&file_a, 0, &mut [0u8; 16]), libc::ENOKEY);
+    assert_errno("writing", fs.write(file_a.ino, 0, b"x"), libc::ENOKEY);
+    let sub = fs.resolve(&format!("/enc/{}", nokey_of("sub"))).unwrap();
+    for dir in [enc.ino, sub.ino] {
+        assert_errno("create", fs.create(dir, b"new", 0o644, 0, 0), libc::ENOKEY);
+        assert_errno("mkdir", fs.mkdir(dir, b"newdir", 0o755, 0, 0), libc::ENOKEY);
+        assert_errno("symlink", fs.symlink(dir, b"sl", b"x", 0, 0), libc::ENOKEY);
+    }
+    assert_errno(
+        "link into",
+        fs.link(file_a.ino, sub.ino, b"again"),
+        libc::ENOKEY,
+    );
+    let flags = f2fuse_engine::fs::RenameFlags::default();
+    let a_name = nokey_of("file_a").as_bytes();
+    assert_errno(
+        "rename within",
+        fs.rename(enc.ino, a_name, enc.ino, b"renamed", flags),
+        libc::ENOKEY,
+    );
+    assert_errno(
+        "rename out",
+        fs.rename(enc.ino, a_name, ROOT, b"renamed", flags),
+        libc::ENOKEY,
+    );
+    assert_errno(
+        "rename in",
+        fs.rename(ROOT, b"filler_a", enc.ino, b"renamed", flags),
+        libc::ENOKEY,
+    );
+    // A name that is no no-key name: no such entry.
+    assert_errno("lookup", fs.lookup(enc.ino, b"file_a"), libc::ENOENT);
+
+    let keep = fs.resolve("/verity_keep").unwrap();
+    assert_ne!(
+        fs.get_flags(&keep) & f2fuse_engine::flags::reported::VERITY,
+        0
+    );
+    let mut contents = vec![0u8; keep.size as usize];
+    assert_eq!(fs.read(&keep, 0, &mut contents).unwrap(), contents.len());
+    assert_eq!(
+        hex(&f2fuse_layout::fscrypt::sha256(&contents)),
+        verity_hash["verity_keep"]
+    );
+    assert_errno("verity write", fs.write(keep.ino, 0, b"x"), libc::EPERM);
+    let truncate = SetAttr {
+        size: Some(0),
+        ..SetAttr::default()
+    };
+    assert_errno(
+        "verity truncate",
+        fs.setattr(keep.ino, &truncate),
+        libc::EPERM,
+    );
+    assert_errno(
+        "verity fallocate",
+        fs.fallocate(
+            keep.ino,
+            0,
+            4096,
+            f2fuse_engine::FallocMode::Allocate { keep_size: true },
+        ),
+        libc::EPERM,
+    );
+
+    // Deleting needs no key.
+    fs.unlink(enc.ino, nokey_of("file_b").as_bytes()).unwrap();
+    let cf_other = nokey_of("cf/Other").rsplit('/').next().unwrap();
+    let cf = fs.resolve(&format!("/enc/{}", nokey_of("cf"))).unwrap();
+    fs.unlink(cf.ino, cf_other.as_bytes()).unwrap();
+    fs.unlink(ROOT, b"verity_gone").unwrap();
+    for n in ["a", "b", "c", "d"] {
+        fs.unlink(ROOT, format!("filler_{n}").as_bytes()).unwrap();
+    }
+    let plain_dir = fs.mkdir(ROOT, b"plain", 0o755, 0, 0).unwrap().ino;
+    let mut plain_files = BTreeMap::new();
+    for i in 0..3 {
+        let data = random_bytes(&mut rng, 20_000 + i * 70_000);
+        let name = format!("f{i}");
+        let ino = fs
+            .create(plain_dir, name.as_bytes(), 0o644, 0, 0)
+            .unwrap()
+            .ino;
+        fs.write(ino, 0, &data).unwrap();
+        plain_files.insert(
+            format!("plain/{name}"),
+            hex(&f2fuse_layout::fscrypt::sha256(&data)),
+        );
+    }
+    fs.checkpoint().unwrap();
+    // Where the ciphertext lies (extents need no key).
+    let encrypted_extents = || -> Vec<_> {
+        ["file_a", "file_c", "file_d", "sub/inner"]
+            .iter()
+            .map(|p| {
+                let path = format!("/enc/{}", nokey_of(p));
+                fs.file_extents(&path).unwrap().extents
+            })
+            .collect()
+    };
+    let before = encrypted_extents();
+    let mut cleaned = 0;
+    while cleaned < 64 && fs.garbage_collect(true).unwrap() {
+        cleaned += 1;
+    }
+    let moved = fs.gc_stats().data_blocks_moved;
+    assert_ne!(
+        before,
+        encrypted_extents(),
+        "cleaning moved no encrypted block"
+    );
+    eprintln!("f2fuse cleaned {cleaned} sections, moved {moved} data blocks");
+    fs.unmount().unwrap();
+    assert_fsck(&img, "f2fuse's changes to the Android userdata image");
+    f2fuse(&["fsck", arg(&img)]);
+
+    // The kernel with the key again.
+    let run = boot(
+        r#"
+mount -t f2fs /dev/vda /mnt
+/vmrun/vm-fscrypt add-key /mnt /vmrun/key >/dev/null
+section enc_hashes sh -c 'cd /mnt/enc && find . -type f -exec sha256sum {} +'
+section enc_link readlink /mnt/enc/link
+section enc_casefold cat /mnt/enc/cf/MIXEDCASE
+section measure /vmrun/vm-fscrypt measure /mnt/verity_keep
+section verity_hash sha256sum /mnt/verity_keep
+section plain_hashes sh -c 'cd /mnt && sha256sum plain/*'
+section top ls /mnt
+umount /mnt
+"#,
+    );
+    let mut expected = plain_hashes.clone();
+    expected.remove("file_b").unwrap();
+    expected.remove("cf/Other").unwrap();
+    assert_eq!(digests(&run.section("enc_hashes")), expected);
+    assert_eq!(run.section("enc_link").trim(), "file_a");
+    assert_eq!(run.section("enc_casefold"), "one\n");
+    assert_eq!(run.section("measure"), measurement);
+    assert_eq!(digests(&run.section("verity_hash")), verity_hash);
+    assert_eq!(digests(&run.section("plain_hashes")), plain_files);
+    assert_eq!(
+        run.section("top").split_whitespace().collect::<Vec<_>>(),
+        ["enc", "plain", "verity_keep"]
+    );
+    assert_fsck(&img, "the kernel's second mount");
+}
+
 /// A new 96 MiB image on a memory device, open for writing, with no
 /// checkpoint by time (for images left as a power cut would).
 fn uncheckpointed_memory_image() -> (Arc<MemDevice>, Fs) {
@@ -1244,20 +2180,6 @@ fn uncheckpointed_memory_image() -> (Arc<MemDevice>, Fs) {
     let fs = Fs::open_writable(Box::new(dev.clone())).unwrap();
     fs.set_tunable("cp_interval", 3600).unwrap();
     (dev, fs)
-}
-
-/// Number of blocks in the fsync chain of `image` after its checkpoint.
-fn fsync_chain_blocks(image: &[u8]) -> usize {
-    let dev = Device::new(Box::new(MemDevice::from_bytes(image.to_vec())));
-    let sb = load_superblock(&dev).unwrap().sb;
-    let cp = load_checkpoint(&dev, &sb).unwrap();
-    let mut chain = 0;
-    walk_chain(&dev, &sb, &cp, |_| {
-        chain += 1;
-        Ok(())
-    })
-    .unwrap();
-    chain
 }
 
 /// An image f2fuse left as a power cut would under `ipu_policy`: three
@@ -1325,7 +2247,7 @@ fn ipu_cut_image(img: &Path, mirror: &Path, ipu_policy: u64) -> Vec<u8> {
     );
     drop(fs);
     let image = dev.snapshot();
-    let chain = fsync_chain_blocks(&image);
+    let chain = fsync_chain_len(image.clone());
     assert!(chain >= 4, "fsyncs left a chain of {chain} blocks");
     fs::write(img, image).unwrap();
     old_unsynced
@@ -1492,7 +2414,7 @@ fn pinned_through_mount_then_killed(img: &Path, mnt: &Path, mirror: &Path) -> bo
         .status()
         .unwrap();
     assert!(status.success(), "fusermount3 -u -z");
-    let chain = fsync_chain_blocks(&fs::read(img).unwrap());
+    let chain = fsync_chain_len(fs::read(img).unwrap());
     assert!(chain > 0, "the mount's fsync left no chain");
     let mut expect = data;
     expect.resize(4 << 20, 0);

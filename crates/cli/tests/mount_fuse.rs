@@ -11,6 +11,7 @@ mod support;
 
 use f2fuse_engine::acl::AclKind;
 use f2fuse_engine::{FileKind, Fs, OpenOptions};
+use f2fuse_layout::{inode_flag, F2FS_ROOT_INO};
 use std::ffi::{CString, OsStr};
 use std::fs;
 use std::io::{Read, Seek, SeekFrom, Write};
@@ -2508,6 +2509,157 @@ fn mount_conventions() {
     m.unmount();
     fsck_clean(&img, "remounting");
     assert!(engine(&img).resolve("/g").is_ok());
+}
+
+/// Damaged compressed files: the CLI names the path and the damage,
+/// extract leaves only them out, and the mount answers EIO for the
+/// damaged cluster's bytes (as the kernel's page reads) and EUCLEAN (the
+/// kernel's EFSCORRUPTED from iget) for an inode with an unknown
+/// algorithm; everything else reads on.
+#[test]
+fn damaged_compressed_files_through_cli_and_mount() {
+    if !fuse_available() || !require_f2fs_tools() {
+        return;
+    }
+    let scratch = Scratch::new("mount-compress-damaged");
+    let img = scratch.join("img");
+    mkfs_f2fs(&img, 64 << 20, &["-O", "extra_attr,compression"]);
+    let text = b"a line of compressible text\n".repeat(10_000);
+    let (bad_payload, alg_node) = {
+        let fs = Fs::open_path(
+            &img,
+            OpenOptions {
+                writable: true,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        let dir = fs.mkdir(F2FS_ROOT_INO, b"c", 0o755, 0, 0).unwrap();
+        fs.set_flags(dir.ino, inode_flag::COMPR).unwrap();
+        for name in ["bad", "alg", "good"] {
+            let f = fs.create(dir.ino, name.as_bytes(), 0o644, 0, 0).unwrap();
+            assert!(f.compression.is_some());
+            fs.write(f.ino, 0, &text).unwrap();
+        }
+        fs.unmount().unwrap();
+        let fs = engine(&img);
+        let bad = fs.resolve("/c/bad").unwrap();
+        let first_payload = fs.extents(&bad).unwrap()[0].1;
+        let alg = fs.resolve("/c/alg").unwrap();
+        let node = fs.node_manager().nat_entry(alg.ino).unwrap();
+        (first_payload, node.block_addr.get())
+    };
+    let image = fs::OpenOptions::new().write(true).open(&img).unwrap();
+    // clen past its blocks in cluster 0; algorithm 9 in the inode.
+    image
+        .write_all_at(&[0xff, 0xff, 0, 0], bad_payload as u64 * 4096)
+        .unwrap();
+    let algorithm_at = f2fuse_layout::compress::I_COMPRESS_ALGORITHM_OFFSET as u64;
+    image
+        .write_all_at(&[9], alg_node as u64 * 4096 + algorithm_at)
+        .unwrap();
+    drop(image);
+
+    let cat = |path: &str| f2fuse(&["cat".as_ref(), img.as_os_str(), path.as_ref()]);
+    let stderr = |out: &Output| String::from_utf8_lossy(&out.stderr).into_owned();
+    let out = cat("/c/bad");
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("/c/bad") && stderr(&out).contains("corrupt compressed cluster"),
+        "{}",
+        stderr(&out)
+    );
+    let out = cat("/c/alg");
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("unknown compression algorithm 9"),
+        "{}",
+        stderr(&out)
+    );
+    let out = cat("/c/good");
+    assert!(
+        out.status.success() && out.stdout == text,
+        "{}",
+        stderr(&out)
+    );
+    let dest = scratch.join("out");
+    let out = f2fuse(&["extract".as_ref(), img.as_os_str(), dest.as_os_str()]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    for damaged in ["c/bad", "c/alg"] {
+        assert!(stderr(&out).contains(damaged), "{}", stderr(&out));
+    }
+    assert_eq!(fs::read(dest.join("c/good")).unwrap(), text);
+    assert!(!dest.join("c/bad").exists(), "no partial file");
+
+    let m = Mount::new(&img, &scratch.join("mnt"), "ro");
+    assert_eq!(fs::read(m.path("c/good")).unwrap(), text);
+    assert_eq!(errno_of(fs::read(m.path("c/bad"))), libc::EIO);
+    // The clusters after the damaged one still read.
+    let bad = fs::File::open(m.path("c/bad")).unwrap();
+    let mut tail = vec![0u8; 4096];
+    bad.read_exact_at(&mut tail, 65536).unwrap();
+    assert_eq!(tail, text[65536..65536 + 4096]);
+    assert_eq!(errno_of(fs::metadata(m.path("c/alg"))), libc::EUCLEAN);
+    drop(bad);
+    m.unmount();
+}
+
+/// A writable mount compresses as the kernel: `chattr +c` on a directory
+/// gives its new files compression with the mount's algorithm, level,
+/// cluster size and checksum, `nocompress_extension` wins over the
+/// directory, and writes, a truncation inside a cluster and fsync through
+/// the mount leave an image fsck.f2fs finds clean with the bytes intact.
+#[test]
+fn compressed_writes_through_mount() {
+    if !fuse_available() || !require_f2fs_tools() {
+        return;
+    }
+    let scratch = Scratch::new("mount-compress-writes");
+    let img = scratch.join("img");
+    mkfs_f2fs(&img, 128 << 20, &["-O", "extra_attr,compression"]);
+    let m = Mount::new(
+        &img,
+        &scratch.join("mnt"),
+        "compress_algorithm=zstd:3,compress_log_size=4,compress_chksum,nocompress_extension=jpg",
+    );
+    let dir = m.path("c");
+    fs::create_dir(&dir).unwrap();
+    assert!(chattr_as(0, "+c", &dir));
+    assert!(lsattr(&dir).contains('c'));
+    let mut text = b"a line of compressible text\n".repeat(60_000);
+    let file = fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create_new(true)
+        .open(dir.join("a.txt"))
+        .unwrap();
+    file.write_all_at(&text, 0).unwrap();
+    file.write_all_at(b"overwritten", 100_000).unwrap();
+    text[100_000..100_011].copy_from_slice(b"overwritten");
+    file.sync_all().unwrap();
+    // Cut inside a cluster of 16 blocks.
+    file.set_len(1_000_123).unwrap();
+    text.truncate(1_000_123);
+    file.sync_all().unwrap();
+    drop(file);
+    fs::write(dir.join("b.jpg"), &text[..50_000]).unwrap();
+    assert!(lsattr(&dir.join("a.txt")).contains('c'));
+    assert_eq!(fs::read(dir.join("a.txt")).unwrap(), text);
+    m.unmount();
+    fsck_clean(&img, "compressed writes through the mount");
+    let fs = engine(&img);
+    let a = fs.resolve("/c/a.txt").unwrap();
+    let c = a.compression.expect("a.txt compressed");
+    assert_eq!(
+        (c.algorithm as u8, c.level(), c.log_cluster_size),
+        (2, 3, 4)
+    );
+    assert!(c.has_checksum());
+    assert!(c.compr_blocks > 100, "{}", c.compr_blocks);
+    let mut back = vec![0u8; text.len()];
+    assert_eq!(fs.read(&a, 0, &mut back).unwrap(), text.len());
+    assert!(back == text);
+    assert!(fs.resolve("/c/b.jpg").unwrap().compression.is_none());
 }
 
 /// A quota image (mkfs.f2fs -O quota,project_quota) used through the

@@ -140,13 +140,27 @@ pub fn data_kind(inode: &InodeInfo) -> IoKind {
     }
 }
 
-/// Refuses files whose bytes this engine cannot decode.
+/// Refuses encrypted files' contents: without the key they cannot be
+/// opened (fscrypt_file_open: ENOKEY).
 pub fn check_readable(inode: &InodeInfo) -> Result<()> {
-    if inode.advise & fadvise::ENCRYPT != 0 {
-        return Err(Error::unsupported(format!(
-            "inode {}: encrypted file",
-            inode.ino
-        )));
+    if inode.is_encrypted() {
+        return Err(Error::errno(
+            libc::ENOKEY,
+            format!("inode {}: encrypted file, no key", inode.ino),
+        ));
+    }
+    Ok(())
+}
+
+/// Refuses changing the contents or size of encrypted files (ENOKEY) and
+/// of fs-verity files (EPERM: fsverity_file_open, fsverity_prepare_setattr).
+pub fn check_writable(inode: &InodeInfo) -> Result<()> {
+    check_readable(inode)?;
+    if inode.is_verity() {
+        return Err(Error::errno(
+            libc::EPERM,
+            format!("inode {}: fs-verity file is read-only", inode.ino),
+        ));
     }
     Ok(())
 }
@@ -234,6 +248,19 @@ pub fn read_data(
     policy: DataPolicy,
 ) -> Result<usize> {
     check_readable(inode)?;
+    read_stored(dev, nm, inode, offset, buf, policy)
+}
+
+/// [`read_data`] of the bytes as stored, ciphertext included (encrypted
+/// symlink targets are shown without the key).
+pub fn read_stored(
+    dev: &Device,
+    nm: &NodeManager,
+    inode: &InodeInfo,
+    offset: u64,
+    buf: &mut [u8],
+    policy: DataPolicy,
+) -> Result<usize> {
     if offset >= inode.size || buf.is_empty() {
         return Ok(0);
     }
@@ -310,9 +337,9 @@ pub struct Extent {
 }
 
 /// Every extent of a file up to its size, in file order. Inline files and
-/// special files (whose address slots hold other things) have none.
+/// special files (whose address slots hold other things) have none. An
+/// encrypted file's extents are where its ciphertext lies.
 pub fn extent_map(nm: &NodeManager, inode: &InodeInfo) -> Result<Vec<Extent>> {
-    check_readable(inode)?;
     let mut out: Vec<Extent> = Vec::new();
     if inline::has_inline_data(inode)
         || inline::has_inline_dentry(inode)
@@ -1312,9 +1339,9 @@ const SHIFT_STEP_BLOCKS: u64 = 64;
 const SHIFT_STEP_NODES: u64 = 4;
 
 /// Runs fallocate on regular file `ino` (the caller checked the kind).
-pub fn fallocate(ctx: &Ctx, ino: u32, offset: u64, len: u64, mode: FallocMode) -> Result<()> {
-    let inode = ctx.inode(ino)?;
-    check_readable(&inode)?;
+/// The checks vfs_fallocate makes before any file system's: a length,
+/// and an end within the largest file. Returns (end, largest size).
+pub fn fallocate_range(inode: &InodeInfo, offset: u64, len: u64) -> Result<(u64, u64)> {
     if len == 0 {
         return Err(Error::errno(libc::EINVAL, "fallocate of length 0"));
     }
@@ -1325,9 +1352,16 @@ pub fn fallocate(ctx: &Ctx, ino: u32, offset: u64, len: u64, mode: FallocMode) -
         .ok_or_else(|| {
             Error::errno(
                 libc::EFBIG,
-                format!("inode {ino}: fallocate past the largest file size"),
+                format!("inode {}: fallocate past the largest file size", inode.ino),
             )
         })?;
+    Ok((end, max))
+}
+
+pub fn fallocate(ctx: &Ctx, ino: u32, offset: u64, len: u64, mode: FallocMode) -> Result<()> {
+    let inode = ctx.inode(ino)?;
+    check_readable(&inode)?;
+    let (end, max) = fallocate_range(&inode, offset, len)?;
     let bs = F2FS_BLKSIZE as u64;
     let aligned = offset.is_multiple_of(bs) && len.is_multiple_of(bs);
     // Refusals first, before any conversion changes the file. A pinned

@@ -8,8 +8,9 @@ use crate::inline;
 use crate::inode::{FileKind, InodeInfo};
 use crate::node::NodeManager;
 use f2fuse_layout::dentry::{
-    bucket_blocks, dir_block_index, dir_buckets, DentryGeometry, DentryName, DentrySet,
+    bucket_blocks, dir_block_index, dir_buckets, DentryGeometry, DentryName, DentryRef, DentrySet,
 };
+use f2fuse_layout::fscrypt::{nokey_name, NokeyName};
 use f2fuse_layout::*;
 use std::collections::BTreeMap;
 
@@ -51,6 +52,70 @@ fn to_info(dir: &InodeInfo, name: &[u8], ino: u32, ft: u8) -> Result<DirEntryInf
     })
 }
 
+/// An entry as a caller sees it: in an encrypted directory (we never have
+/// the key) its name is the no-key name of the stored ciphertext.
+fn entry_info(dir: &InodeInfo, e: &DentryRef) -> Result<DirEntryInfo> {
+    if dir.is_encrypted() && !is_dot(e.name) {
+        let shown = nokey_name(e.name, e.hash_code);
+        return to_info(dir, &shown, e.ino, e.file_type);
+    }
+    to_info(dir, e.name, e.ino, e.file_type)
+}
+
+fn is_dot(name: &[u8]) -> bool {
+    name == b"." || name == b".."
+}
+
+/// A name looked up in a directory: as the directory hashes and compares
+/// it, or in an encrypted directory a no-key name (its hash is the one
+/// stored; ciphertext is never hashed again).
+enum Wanted<'a> {
+    Plain(DentryName<'a>),
+    NoKey(NokeyName),
+}
+
+impl Wanted<'_> {
+    fn hash(&self) -> u32 {
+        match self {
+            Wanted::Plain(name) => name.hash,
+            Wanted::NoKey(name) => name.hash,
+        }
+    }
+
+    fn find<'b>(&self, set: &DentrySet<'b>) -> Result<Option<DentryRef<'b>>> {
+        match self {
+            Wanted::Plain(name) => Ok(set.find(name)?),
+            Wanted::NoKey(name) => Ok(set
+                .entries()?
+                .into_iter()
+                .find(|e| e.hash_code == name.hash && name.matches(e.name))),
+        }
+    }
+}
+
+/// What looking `name` up in `dir` searches for; `None` when no entry can
+/// have it (a name that is no no-key name in an encrypted directory:
+/// fscrypt_setup_filename's ENOENT).
+fn wanted<'a>(dir: &InodeInfo, name: &'a [u8]) -> Result<Option<Wanted<'a>>> {
+    if dir.is_encrypted() && !is_dot(name) {
+        return Ok(NokeyName::parse(name).map(Wanted::NoKey));
+    }
+    dentry_name(dir, name).map(|n| Some(Wanted::Plain(n)))
+}
+
+/// ENOKEY if `dir` is encrypted (fscrypt_require_key): without the key no
+/// name can be added to it or renamed in or out of it (fscrypt_prepare_new_inode,
+/// _link, _rename, _symlink); removing names needs no key.
+pub fn require_key(dir: &InodeInfo) -> Result<()> {
+    if dir.is_encrypted() {
+        return Err(Error::errno(
+            libc::ENOKEY,
+            format!("directory {} is encrypted, no key", dir.ino),
+        ));
+    }
+    Ok(())
+}
+
 /// Number of dentry blocks the hash table of `dir` can use: bounded both by
 /// i_size and by the levels in use, so a hostile i_size cannot loop forever.
 pub fn dir_block_count(dir: &InodeInfo) -> u64 {
@@ -81,14 +146,16 @@ pub fn lookup(
     dir: &InodeInfo,
     name: &[u8],
 ) -> Result<Option<DirEntryInfo>> {
-    let name = dentry_name(dir, name)?;
-    let hash = name.hash;
+    let Some(name) = wanted(dir, name)? else {
+        return Ok(None);
+    };
+    let hash = name.hash();
     if inline::has_inline_dentry(dir) {
-        return match inline::inline_dentries(dir)
-            .find(&name)
+        return match name
+            .find(&inline::inline_dentries(dir))
             .map_err(|e| e.at(format!("directory inode {}", dir.ino)))?
         {
-            Some(e) => Ok(Some(to_info(dir, e.name, e.ino, e.file_type)?)),
+            Some(e) => Ok(Some(entry_info(dir, &e)?)),
             None => Ok(None),
         };
     }
@@ -108,11 +175,11 @@ pub fn lookup(
             }
             let block = dev.read_block(IoKind::DirData, addr as u64)?;
             let set = DentrySet::new(&block, DentryGeometry::BLOCK);
-            if let Some(e) = set
-                .find(&name)
+            if let Some(e) = name
+                .find(&set)
                 .map_err(|e| e.at(format!("directory inode {} block {index}", dir.ino)))?
             {
-                return Ok(Some(to_info(dir, e.name, e.ino, e.file_type)?));
+                return Ok(Some(entry_info(dir, &e)?));
             }
         }
     }
@@ -127,7 +194,7 @@ pub fn read_dir(dev: &Device, nm: &NodeManager, dir: &InodeInfo) -> Result<Vec<D
             .entries()
             .map_err(|e| e.at(format!("directory inode {}", dir.ino)))?
         {
-            out.push(to_info(dir, e.name, e.ino, e.file_type)?);
+            out.push(entry_info(dir, &e)?);
         }
         return Ok(out);
     }
@@ -147,7 +214,7 @@ pub fn read_dir(dev: &Device, nm: &NodeManager, dir: &InodeInfo) -> Result<Vec<D
             .entries()
             .map_err(|e| e.at(format!("directory inode {} block {index}", dir.ino)))?
         {
-            out.push(to_info(dir, e.name, e.ino, e.file_type)?);
+            out.push(entry_info(dir, &e)?);
         }
         index += 1;
     }
@@ -172,6 +239,8 @@ pub enum EntryPlace {
 pub struct FoundEntry {
     pub place: EntryPlace,
     pub slot: usize,
+    /// The stored name's length (a no-key name in `info` is longer).
+    pub stored_len: usize,
     pub info: DirEntryInfo,
 }
 
@@ -191,15 +260,18 @@ fn read_dentry_block(ctx: &Ctx, dir: &InodeInfo, index: u64) -> Result<Option<Ve
 
 /// Finds `name` in `dir` with its position (current contents, cache included).
 pub fn find_entry(ctx: &Ctx, dir: &InodeInfo, name: &[u8]) -> Result<Option<FoundEntry>> {
-    let name = dentry_name(dir, name)?;
-    let hash = name.hash;
+    let Some(name) = wanted(dir, name)? else {
+        return Ok(None);
+    };
+    let hash = name.hash();
     if inline::has_inline_dentry(dir) {
         let set = inline::inline_dentries(dir);
-        return match set.find(&name)? {
+        return match name.find(&set)? {
             Some(e) => Ok(Some(FoundEntry {
                 place: EntryPlace::Inline,
                 slot: e.slot,
-                info: to_info(dir, e.name, e.ino, e.file_type)?,
+                stored_len: e.name.len(),
+                info: entry_info(dir, &e)?,
             })),
             None => Ok(None),
         };
@@ -214,11 +286,12 @@ pub fn find_entry(ctx: &Ctx, dir: &InodeInfo, name: &[u8]) -> Result<Option<Foun
                 continue;
             };
             let set = DentrySet::new(&block, DentryGeometry::BLOCK);
-            if let Some(e) = set.find(&name)? {
-                let info = to_info(dir, e.name, e.ino, e.file_type)?;
+            if let Some(e) = name.find(&set)? {
+                let info = entry_info(dir, &e)?;
                 return Ok(Some(FoundEntry {
                     place: EntryPlace::Block(index),
                     slot: e.slot,
+                    stored_len: e.name.len(),
                     info,
                 }));
             }
@@ -362,7 +435,7 @@ pub fn set_link(ctx: &Ctx, dir_ino: u32, found: &FoundEntry, ino: u32, ft: u8) -
 
 /// Removes an entry; a dentry block left empty (other than block 0) is freed.
 pub fn remove_link(ctx: &Ctx, dir_ino: u32, found: &FoundEntry) -> Result<()> {
-    let name_len = found.info.name.len();
+    let name_len = found.stored_len;
     match found.place {
         EntryPlace::Inline => inline::with_inline_area(ctx, dir_ino, |area, layout| {
             let geo = DentryGeometry::inline(layout.max_inline_data());

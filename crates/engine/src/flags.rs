@@ -74,6 +74,12 @@ pub fn get_flags(inode: &InodeInfo) -> u32 {
     if inode.has_inline(inline_flag::PIN_FILE) {
         flags |= reported::NOCOW;
     }
+    if inode.is_encrypted() {
+        flags |= reported::ENCRYPT;
+    }
+    if inode.is_verity() {
+        flags |= reported::VERITY;
+    }
     flags
 }
 

@@ -123,6 +123,18 @@ impl InodeInfo {
         self.inline & flag != 0
     }
 
+    /// fscrypt-encrypted (FADVISE_ENCRYPT_BIT): contents, names or symlink
+    /// target are ciphertext we have no key for.
+    pub fn is_encrypted(&self) -> bool {
+        self.advise & f2fuse_layout::fadvise::ENCRYPT != 0
+    }
+
+    /// An fs-verity file (FADVISE_VERITY_BIT): read-only, its Merkle tree
+    /// stored past EOF.
+    pub fn is_verity(&self) -> bool {
+        self.advise & f2fuse_layout::fadvise::VERITY != 0
+    }
+
     pub fn inode(&self) -> &node::Inode {
         inode_of(&self.raw)
     }

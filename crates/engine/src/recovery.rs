@@ -18,6 +18,7 @@ use crate::error::{Error, Result};
 use crate::inode::{decode_inode, Ctx, FileKind, InodeInfo};
 use crate::node::NodeExpect;
 use crate::xattr::ensure_xattr_node;
+use f2fuse_layout::compress::InodeCompression;
 use f2fuse_layout::node::{
     footer_of, inode_of, inode_of_mut, is_dnode_offset, node_slot, set_node_slot,
     start_bidx_of_node, I_ADDR_OFFSET,
@@ -134,6 +135,12 @@ pub struct Recovered {
 struct FsyncFile {
     last: u32,
     last_dentry: Option<u32>,
+    /// The compression state of the file's last fsynced inode block in the
+    /// chain (None: the chain has none of its inode blocks). Its direct
+    /// nodes are laid out for that state, which may differ from the
+    /// checkpoint's: compressed files round their address counts down to
+    /// whole clusters.
+    layout: Option<Option<InodeCompression>>,
 }
 
 fn chain_error(blkaddr: u32, detail: impl Into<String>) -> Error {
@@ -149,6 +156,9 @@ pub fn recover(ctx: &Ctx, sb: &SuperBlock, cp: &CheckpointState) -> Result<Recov
     // the checkpoint are made from their DENT-marked inode block first, so
     // no nid allocated during step 2 can take their numbers.
     let mut files: HashMap<u32, FsyncFile> = HashMap::new();
+    // Each file's latest inode block in the chain, decoded at its fsyncs
+    // (step 2 replays those blocks too).
+    let mut inode_blocks: HashMap<u32, ChainBlock> = HashMap::new();
     let chain_blocks = walk_chain(ctx.dev, sb, cp, |c| {
         let footer = footer_of(&c.block);
         let (nid, ino) = (footer.nid.get(), footer.ino.get());
@@ -163,6 +173,15 @@ pub fn recover(ctx: &Ctx, sb: &SuperBlock, cp: &CheckpointState) -> Result<Recov
                 c.blkaddr,
                 format!("inode block of nid {nid} names ino {ino}"),
             ));
+        }
+        if footer.ofs() == 0 {
+            inode_blocks.insert(
+                ino,
+                ChainBlock {
+                    blkaddr: c.blkaddr,
+                    block: c.block.clone(),
+                },
+            );
         }
         if !footer.is_fsync() {
             return Ok(());
@@ -180,8 +199,13 @@ pub fn recover(ctx: &Ctx, sb: &SuperBlock, cp: &CheckpointState) -> Result<Recov
         let file = files.entry(ino).or_insert(FsyncFile {
             last: c.blkaddr,
             last_dentry: None,
+            layout: None,
         });
         file.last = c.blkaddr;
+        file.layout = match inode_blocks.get(&ino) {
+            Some(block) => Some(chain_inode(ctx, block)?.compression),
+            None => None,
+        };
         if is_dent_inode {
             file.last_dentry = Some(c.blkaddr);
         }
@@ -206,7 +230,7 @@ pub fn recover(ctx: &Ctx, sb: &SuperBlock, cp: &CheckpointState) -> Result<Recov
         let Some(file) = files.get(&ino) else {
             return Ok(());
         };
-        let (last, last_dentry) = (file.last, file.last_dentry);
+        let (last, last_dentry, layout) = (file.last, file.last_dentry, file.layout);
         let ofs = footer.ofs();
         let mut inline = false;
         if ofs == 0 {
@@ -221,7 +245,7 @@ pub fn recover(ctx: &Ctx, sb: &SuperBlock, cp: &CheckpointState) -> Result<Recov
         if ofs == XATTR_NODE_OFFSET {
             recover_xattr_node(ctx, ino, c)?;
         } else if !inline {
-            recover_addresses(ctx, ino, c)?;
+            recover_addresses(ctx, ino, c, layout)?;
         }
         if last == c.blkaddr {
             files.remove(&ino);
@@ -418,8 +442,20 @@ fn recover_xattr_node(ctx: &Ctx, ino: u32, c: &ChainBlock) -> Result<()> {
 /// Makes the file's block addresses those of the fsynced direct node (or
 /// inode): blocks it dropped are freed, blocks it gained are claimed in the
 /// SIT and SSA (do_recover_data).
-fn recover_addresses(ctx: &Ctx, ino: u32, c: &ChainBlock) -> Result<()> {
-    let inode = ctx.inode(ino)?;
+fn recover_addresses(
+    ctx: &Ctx,
+    ino: u32,
+    c: &ChainBlock,
+    layout: Option<Option<InodeCompression>>,
+) -> Result<()> {
+    let mut inode = ctx.inode(ino)?;
+    // Slots are found with the chain's layout: a direct node written for a
+    // plain file may be replayed before the inode block that ends the
+    // checkpoint's compression (the kernel uses the inode as it is then,
+    // and misplaces the blocks of a second direct node).
+    if let Some(compression) = layout {
+        inode.compression = compression;
+    }
     let ofs = footer_of(&c.block).ofs();
     if !is_dnode_offset(ofs) {
         return Err(chain_error(
@@ -439,9 +475,20 @@ fn recover_addresses(ctx: &Ctx, ino: u32, c: &ChainBlock) -> Result<()> {
     };
     let start = start_bidx_of_node(ofs, inode.addrs());
     let keep_size = inode.advise & fadvise::KEEP_SIZE != 0;
+    // A cluster marker the checkpoint holds is counted unless the file was
+    // released then (recover_inode keeps the checkpoint's i_inline bit).
+    let released = inode.inline & inline_flag::COMPRESS_RELEASED != 0;
     let mut size = inode.size;
     let mut blocks_delta: i64 = 0;
     for (i, &dest) in addrs.iter().enumerate() {
+        if dest == COMPRESS_ADDR {
+            // Neither the kernel nor we write a chain for a compressed file
+            // (its fsync checkpoints); its do_recover_data would skip the slot.
+            return Err(chain_error(
+                c.blkaddr,
+                "COMPRESS_ADDR in an fsynced node: compressed clusters are not rolled forward",
+            ));
+        }
         if dest != NULL_ADDR && dest != NEW_ADDR && !ctx.nm.is_main_blkaddr(dest) {
             return Err(chain_error(
                 c.blkaddr,
@@ -453,7 +500,15 @@ fn recover_addresses(ctx: &Ctx, ino: u32, c: &ChainBlock) -> Result<()> {
             continue;
         };
         let src = get_addr(ctx, &inode, &slot)?;
-        let src_real = src != NULL_ADDR && src != NEW_ADDR;
+        // A file compressed at the checkpoint may be plain in the chain
+        // (emptied, `chattr -c`, written): its cluster markers own no block
+        // (the kernel frees them with f2fs_truncate_data_blocks_range).
+        let src_real = !matches!(src, NULL_ADDR | NEW_ADDR | COMPRESS_ADDR);
+        let src_counted = match src {
+            NULL_ADDR => false,
+            COMPRESS_ADDR => !released,
+            _ => true,
+        };
         if src_real && !(ctx.nm.is_main_blkaddr(src) && ctx.space.lock().is_valid(src)) {
             return Err(Corrupt::new(
                 "node",
@@ -466,22 +521,20 @@ fn recover_addresses(ctx: &Ctx, ino: u32, c: &ChainBlock) -> Result<()> {
         }
         {
             let mut space = ctx.space.lock();
-            match (src, dest) {
-                (NULL_ADDR, _) => {
+            if src_real {
+                space.invalidate(src)?;
+            }
+            match (src_counted, dest) {
+                (false, NULL_ADDR) => {}
+                (false, _) => {
                     space.reserve_blocks(1)?;
                     blocks_delta += 1;
                 }
-                (NEW_ADDR, NULL_ADDR) => {
+                (true, NULL_ADDR) => {
                     space.release_blocks(1)?;
                     blocks_delta -= 1;
                 }
-                (NEW_ADDR, _) => {}
-                (old, NULL_ADDR) => {
-                    space.invalidate(old)?;
-                    space.release_blocks(1)?;
-                    blocks_delta -= 1;
-                }
-                (old, _) => space.invalidate(old)?,
+                (true, _) => {}
             }
         }
         if dest != NULL_ADDR && dest != NEW_ADDR {

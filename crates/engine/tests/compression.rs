@@ -10,7 +10,9 @@ mod support;
 use f2fuse_engine::compress::{decompress, CompressMode, CompressOptions};
 use f2fuse_engine::fs::SetAttr;
 use f2fuse_engine::{Error, FallocMode, Fs};
-use f2fuse_layout::compress::CompressAlgorithm;
+use f2fuse_layout::compress::{CompressAlgorithm, I_COMPRESS_ALGORITHM_OFFSET};
+use f2fuse_layout::node::I_ADDR_OFFSET;
+use f2fuse_layout::NEW_ADDR;
 use f2fuse_layout::{inode_flag, F2FS_ROOT_INO as ROOT};
 use proptest::prelude::*;
 use std::path::{Path, PathBuf};
@@ -579,5 +581,292 @@ fn cleaning_moves_compressed_clusters() {
     let fs = open_read_only(&img);
     for (ino, data) in &kept {
         assert!(read_all(&fs, *ino) == *data, "inode {ino}");
+    }
+}
+
+// ---------------------------------------------------------------- independent codecs
+//
+// Debian's sload.f2fs and dump.f2fs 1.15 have no LZ4 or LZO, so the bytes
+// of our clusters are checked with independent decoders of the kernel's
+// formats (support/codecs.py: liblz4, libzstd, liblzo2), and streams those
+// libraries make must read with ours. Where the clusters are comes from
+// dump.f2fs (the inode's slots), the payload from the image file.
+
+const ALGORITHM_NUMBERS: [(CompressAlgorithm, u8); 4] = [
+    (CompressAlgorithm::Lzo, 0),
+    (CompressAlgorithm::Lz4, 1),
+    (CompressAlgorithm::Zstd, 2),
+    (CompressAlgorithm::LzoRle, 3),
+];
+
+fn algorithm_number(algorithm: CompressAlgorithm) -> u8 {
+    ALGORITHM_NUMBERS
+        .iter()
+        .find(|(a, _)| *a == algorithm)
+        .expect("every algorithm")
+        .1
+}
+
+/// Runs support/codecs.py in `mode` on records (algorithm, param, bytes);
+/// returns per record the bytes and checksum, or the library's error.
+fn run_codecs(
+    mode: &str,
+    records: &[(CompressAlgorithm, u32, Vec<u8>)],
+) -> Vec<Result<(u32, Vec<u8>), String>> {
+    use std::io::Write;
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/support/codecs.py");
+    let mut input = Vec::new();
+    for (algorithm, param, bytes) in records {
+        input.push(algorithm_number(*algorithm));
+        input.extend_from_slice(&param.to_le_bytes());
+        input.extend_from_slice(&(bytes.len() as u32).to_le_bytes());
+        input.extend_from_slice(bytes);
+    }
+    let mut child = std::process::Command::new(SYSTEM_PYTHON)
+        .arg(&script)
+        .arg(mode)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let writer = std::thread::spawn(move || stdin.write_all(&input).unwrap());
+    let out = child.wait_with_output().unwrap();
+    writer.join().unwrap();
+    assert!(out.status.success(), "codecs.py {mode} failed");
+    let mut results = Vec::new();
+    let mut at = 0;
+    let word = |at: usize| u32::from_le_bytes(out.stdout[at..at + 4].try_into().unwrap());
+    while at < out.stdout.len() {
+        let (ok, crc, len) = (out.stdout[at] == 1, word(at + 1), word(at + 5) as usize);
+        let bytes = out.stdout[at + 9..at + 9 + len].to_vec();
+        at += 9 + len;
+        results.push(if ok {
+            Ok((crc, bytes))
+        } else {
+            Err(String::from_utf8_lossy(&bytes).into_owned())
+        });
+    }
+    assert_eq!(results.len(), records.len());
+    results
+}
+
+/// The slots of file `ino` held in its inode, as dump.f2fs prints them
+/// (`i_addr[0x..]` counts from the start of i_addr, extra attributes too).
+fn slots_from_dump(img: &Path, ino: u32) -> Vec<u32> {
+    let text = dump_f2fs_inode(img, ino);
+    let extra = parse_dump_fields(&text)["i_extra_isize"] as usize / 4;
+    let mut slots = Vec::new();
+    for line in text.lines().filter(|l| l.starts_with("i_addr[0x")) {
+        let index = usize::from_str_radix(&line[9..line.find(']').unwrap()], 16).unwrap();
+        let value = line.rsplit(" : ").next().unwrap().trim_end_matches(']');
+        if index >= extra {
+            slots.resize(slots.len().max(index - extra + 1), 0);
+            slots[index - extra] = value.trim().parse::<u64>().unwrap() as u32;
+        }
+    }
+    slots
+}
+
+/// The compressed clusters of a file as written in the image: (cluster
+/// index, header clen, header chksum, payload).
+fn compressed_clusters(img: &Path, ino: u32, log: u8) -> Vec<(usize, u32, u32, Vec<u8>)> {
+    use std::os::unix::fs::FileExt;
+    let image = std::fs::File::open(img).unwrap();
+    let slots = slots_from_dump(img, ino);
+    let cs = 1usize << log;
+    let mut out = Vec::new();
+    for (cluster, slots) in slots.chunks(cs).enumerate() {
+        if slots[0] != 0xffff_fffe {
+            continue;
+        }
+        let blocks: Vec<u32> = slots[1..]
+            .iter()
+            .copied()
+            .take_while(|&a| a != 0 && a != 0xffff_ffff)
+            .collect();
+        let mut stream = vec![0u8; blocks.len() * 4096];
+        for (chunk, &addr) in stream.chunks_mut(4096).zip(&blocks) {
+            image.read_exact_at(chunk, addr as u64 * 4096).unwrap();
+        }
+        let word = |at: usize| u32::from_le_bytes(stream[at..at + 4].try_into().unwrap());
+        let (clen, chksum) = (word(0), word(4));
+        assert!(
+            24 + clen as usize <= stream.len(),
+            "cluster {cluster}: clen {clen}"
+        );
+        out.push((
+            cluster,
+            clen,
+            chksum,
+            stream[24..24 + clen as usize].to_vec(),
+        ));
+    }
+    out
+}
+
+#[test]
+fn independent_decoders_read_our_clusters() {
+    if !require_f2fs_tools() || !require_python_codecs() {
+        return;
+    }
+    let scratch = Scratch::new("compress-interop");
+    for algorithm in CompressAlgorithm::ALL {
+        for (log, checksum) in [(2u8, true), (3, false), (5, true)] {
+            let img = compression_image(&scratch);
+            // Text, zero runs (LZO-RLE's case), a partial last cluster; all in the inode's slots.
+            let mut data = text(300_000, log as u64);
+            data.extend(vec![0u8; 100_000]);
+            data.extend(text(55_555, 9));
+            let ino = {
+                let fs = open_writable(&img);
+                fs.set_compress_options(CompressOptions {
+                    algorithm,
+                    log_cluster_size: log,
+                    checksum,
+                    ..Default::default()
+                })
+                .unwrap();
+                let f = fs.create(ROOT, b"f", 0o644, 0, 0).unwrap();
+                fs.set_flags(f.ino, inode_flag::COMPR).unwrap();
+                fs.write(f.ino, 0, &data).unwrap();
+                fs.unmount().unwrap();
+                f.ino
+            };
+            assert_clean(&img);
+            let clusters = compressed_clusters(&img, ino, log);
+            let cluster_bytes = 4096usize << log;
+            assert!(
+                clusters.len() >= data.len() / cluster_bytes * 3 / 4,
+                "{} log {log}: only {} compressed clusters",
+                algorithm.name(),
+                clusters.len()
+            );
+            let records: Vec<_> = clusters
+                .iter()
+                .map(|(_, _, _, payload)| (algorithm, cluster_bytes as u32, payload.clone()))
+                .collect();
+            for ((cluster, _, chksum, _), result) in
+                clusters.iter().zip(run_codecs("decode", &records))
+            {
+                let what = format!("{} log {log} cluster {cluster}", algorithm.name());
+                let (crc, decoded) = result.unwrap_or_else(|e| panic!("{what}: {e}"));
+                let start = cluster * cluster_bytes;
+                let mut want = data[start..data.len().min(start + cluster_bytes)].to_vec();
+                want.resize(cluster_bytes, 0);
+                assert!(decoded == want, "{what}: {} bytes decoded", decoded.len());
+                assert_eq!(*chksum, if checksum { crc } else { 0 }, "{what}: checksum");
+            }
+        }
+    }
+}
+
+#[test]
+fn our_decoder_reads_independent_streams() {
+    if !require_python_codecs() {
+        return;
+    }
+    let mut clusters = Vec::new();
+    for log in [2u8, 3] {
+        let len = 4096usize << log;
+        let mut mixed = text(len / 2, log as u64);
+        mixed.extend(vec![0u8; len / 4]);
+        mixed.extend(noise(len - mixed.len(), 5));
+        clusters.extend([text(len, 3), vec![0u8; len], mixed]);
+    }
+    for (algorithm, _) in ALGORITHM_NUMBERS {
+        for variant in [0u32, 1] {
+            let records: Vec<_> = clusters
+                .iter()
+                .map(|data| (algorithm, variant, data.clone()))
+                .collect();
+            for (data, result) in clusters.iter().zip(run_codecs("encode", &records)) {
+                let what = format!(
+                    "{} variant {variant}, {} bytes",
+                    algorithm.name(),
+                    data.len()
+                );
+                let (_, stream) = result.unwrap_or_else(|e| panic!("{what}: {e}"));
+                let mut out = vec![0xAAu8; data.len()];
+                decompress(algorithm, &stream, &mut out).unwrap_or_else(|e| panic!("{what}: {e}"));
+                assert!(out == *data, "{what}: wrong bytes");
+                // A cluster's stream must fill it exactly: one byte short is refused.
+                let mut short = vec![0u8; data.len() - 1];
+                assert!(
+                    decompress(algorithm, &stream, &mut short).is_err(),
+                    "{what}: short"
+                );
+            }
+        }
+    }
+}
+
+/// Damage outside the payload: an unknown algorithm in the inode and a
+/// cluster whose slots break the kernel's rules are `Corrupt` errors that
+/// name the inode (the first when the inode is read, as the kernel's iget;
+/// the second when the cluster is), and other files read on.
+#[test]
+fn unknown_algorithms_and_bad_slots_are_corrupt_errors() {
+    if !require_f2fs_tools() {
+        return;
+    }
+    let scratch = Scratch::new("compress-bad-inode");
+    let img = compression_image(&scratch);
+    let files = {
+        let fs = open_writable(&img);
+        let files = write_compressed_files(&fs, CompressOptions::default(), 3);
+        fs.unmount().unwrap();
+        files
+    };
+    let (text_ino, noise_ino, zeros_ino) = (files[0].0, files[1].0, files[2].0);
+    let node_of = |ino: u32| {
+        let fs = open_read_only(&img);
+        let entry = fs.node_manager().nat_entry(ino).unwrap();
+        entry.block_addr.get()
+    };
+    let extra_words = open_read_only(&img)
+        .inode(text_ino)
+        .unwrap()
+        .layout
+        .extra_words;
+    let slot_at = |slot: usize| I_ADDR_OFFSET + 4 * (extra_words + slot);
+    // Cluster 0 of the text is [COMPRESS_ADDR, payload, payload, NEW_ADDR]:
+    // an empty slot before a payload block breaks it.
+    assert_eq!(
+        slots_from_dump(&img, text_ino)[..4]
+            .iter()
+            .filter(|&&a| a == NEW_ADDR)
+            .count(),
+        1
+    );
+    patch(&img, node_of(text_ino), slot_at(1), &NEW_ADDR.to_le_bytes());
+    patch(&img, node_of(noise_ino), I_COMPRESS_ALGORITHM_OFFSET, &[9]);
+    let fs = open_read_only(&img);
+    let mut buf = vec![0u8; 4096];
+    match fs.read_ino(text_ino, 0, &mut buf) {
+        Err(Error::Corrupt(c)) => {
+            let text = c.to_string();
+            assert!(
+                text.contains(&format!("inode {text_ino} cluster 0")),
+                "{text}"
+            );
+            assert!(text.contains("after an empty slot"), "{text}");
+        }
+        other => panic!("bad slots: {other:?}"),
+    }
+    match fs.inode(noise_ino) {
+        Err(Error::Corrupt(c)) => {
+            let text = c.to_string();
+            assert!(text.contains(&format!("inode {noise_ino}")), "{text}");
+            assert!(text.contains("unknown compression algorithm 9"), "{text}");
+        }
+        other => panic!("algorithm 9: {other:?}"),
+    }
+    assert_eq!(read_all(&fs, zeros_ino), files[2].1);
+    // Our fsck names both; fsck.f2fs 1.15 checks neither.
+    let report = f2fuse_engine::fsck::check(&fs).unwrap();
+    let problems = report.problems.join("\n");
+    for ino in [text_ino, noise_ino] {
+        assert!(problems.contains(&format!("inode {ino}")), "{problems}");
     }
 }

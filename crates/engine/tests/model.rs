@@ -18,6 +18,12 @@
 //!   writes), deletes, fills again. `F2FUSE_MODEL_FILL_CASES` (default 6).
 //! * `gc_churn`: big overwrites of a few files on a 64 MiB image, so the
 //!   cleaner moves live blocks. `F2FUSE_MODEL_CHURN_CASES` (default 4).
+//! * `compressed_sequences`: the same operations plus compression (`chattr
+//!   +c` on files and directories, compressible writes, compression mount
+//!   options with every algorithm and cluster size, fsync, release and
+//!   reserve of saved blocks, compress/decompress in `compress_mode=user`,
+//!   cleaning rounds) on an image with the feature whose root is `+c`.
+//!   `F2FUSE_MODEL_COMPRESSED_CASES` (default 16).
 //! * `F2FUSE_MODEL_TRACE=1` prints every operation and both results;
 //!   `F2FUSE_MODEL_SHRINK` bounds the shrink iterations (default 2000).
 //!
@@ -33,12 +39,14 @@
 
 mod support;
 
+use f2fuse_engine::compress::{CompressMode, CompressOptions};
 use f2fuse_engine::fs::{RenameFlags, SetAttr, TimeSet};
 use f2fuse_engine::mkfs::{format_path, parse_features, MkfsOptions};
 use f2fuse_engine::xattr::SetMode;
 use f2fuse_engine::{Error, FallocMode, FileKind, Fs, OpenOptions, Timestamp};
+use f2fuse_layout::compress::CompressAlgorithm;
 use f2fuse_layout::node::{max_file_blocks, AddrCounts};
-use f2fuse_layout::F2FS_ROOT_INO;
+use f2fuse_layout::{inode_flag, F2FS_ROOT_INO};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestError, TestRunner};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -46,7 +54,8 @@ use std::path::PathBuf;
 use support::{fsck_f2fs, require_f2fs_tools, Scratch};
 
 const BS: u64 = 4096;
-const FEATURES: &str = "extra_attr,inode_checksum,flexible_inline_xattr,inode_crtime,lost_found";
+const FEATURES: &str =
+    "extra_attr,inode_checksum,flexible_inline_xattr,inode_crtime,lost_found,compression";
 
 // ---------------------------------------------------------------- operations
 
@@ -301,6 +310,46 @@ enum Op {
         off: u64,
         len: u64,
         mode: FallocMode,
+    },
+    // Compressed files (see "compressed files" below).
+    /// FS_IOC_SETFLAGS with COMPR_FL alone (`chattr +c`) or nothing (`-c`).
+    CompressFlag {
+        file: Sel,
+        on: bool,
+    },
+    /// A write of bytes that compress, unlike `Write`'s.
+    WriteText {
+        file: Sel,
+        off: u64,
+        len: u32,
+        seed: u8,
+    },
+    /// The compression mount options files given compression take.
+    CompressMount {
+        algorithm: u8,
+        log: u8,
+        checksum: bool,
+        user_mode: bool,
+    },
+    Fsync {
+        file: Sel,
+    },
+    /// F2FS_IOC_RELEASE_COMPRESS_BLOCKS.
+    ReleaseBlocks {
+        file: Sel,
+    },
+    /// F2FS_IOC_RESERVE_COMPRESS_BLOCKS.
+    ReserveBlocks {
+        file: Sel,
+    },
+    /// F2FS_IOC_COMPRESS_FILE (`compress`) or F2FS_IOC_DECOMPRESS_FILE.
+    Recompress {
+        file: Sel,
+        compress: bool,
+    },
+    /// Foreground cleaning rounds (compressed clusters move).
+    Clean {
+        rounds: u8,
     },
 }
 
@@ -689,6 +738,8 @@ struct MInode {
     /// Inline xattr area + xattr node payload, in bytes.
     xattr_space: usize,
     body: Body,
+    /// COMPR_FL (`chattr +c`): see `Compr`.
+    compr: Option<Compr>,
 }
 
 impl MInode {
@@ -871,6 +922,7 @@ fn new_node(perm: u16, owner: (u32, u32), body: Body) -> MInode {
         xattrs: BTreeMap::new(),
         xattr_space: XATTR_SPACE,
         body,
+        compr: None,
     }
 }
 
@@ -1001,6 +1053,7 @@ struct Harness {
     fill_seq: u32,
     stats: Stats,
     trace: bool,
+    compression: CompressionMount,
 }
 
 type Outcome<T> = Result<T, String>;
@@ -1073,17 +1126,19 @@ impl Harness {
         format_path(&img, Some(case.size_mib << 20), &opts).map_err(|e| format!("mkfs: {e}"))?;
         let fs = open_rw(&img)?;
         let extra_words = if case.features { 9 } else { 0 };
+        let addrs_per_inode = 923 - extra_words - 50;
         let mut h = Harness {
             _scratch: scratch,
             img,
             m: Model::default(),
             ino: HashMap::new(),
-            max_file_bytes: max_file_blocks(AddrCounts::plain(923 - extra_words - 50)) * BS,
+            max_file_bytes: max_file_blocks(AddrCounts::plain(addrs_per_inode)) * BS,
             fill_seq: 0,
             handles: Vec::new(),
             stats: Stats::default(),
             trace: std::env::var_os("F2FUSE_MODEL_TRACE").is_some(),
             fs: None,
+            compression: CompressionMount::new(case.features, addrs_per_inode),
         };
         // The model starts as a copy of what mkfs made (root, lost+found).
         let root = fs.inode(F2FS_ROOT_INO).map_err(|e| e.to_string())?;
@@ -1101,6 +1156,7 @@ impl Harness {
                     children: BTreeMap::new(),
                     parent: ROOT,
                 },
+                compr: None,
             },
         );
         h.m.next = 1;
@@ -1271,6 +1327,7 @@ impl Harness {
         if let Body::Dir { parent, .. } = &mut node.body {
             *parent = dir;
         }
+        node.compr = self.new_inode_compr(dir, &node.body, mknod_type.is_some());
         let id = self.m.add(dir, name.to_vec(), node);
         self.learn_ino(id, info.ino)?;
         Ok(Some(id))
@@ -1444,14 +1501,18 @@ impl Harness {
     // ---- data and attributes
 
     fn do_write(&mut self, id: Id, off: u64, data: &[u8]) -> Outcome<usize> {
+        let off = self.fsck_safe_offset(id, off, data.len());
+        let max = self.max_bytes(id);
         let expect = match self.m.node(id).kind() {
-            FileKind::Regular if off >= self.max_file_bytes => Err(libc::EFBIG),
+            // As f2fs_file_write_iter: released before the size checks.
+            FileKind::Regular if self.released(id) => Err(libc::EPERM),
+            FileKind::Regular if off >= max => Err(libc::EFBIG),
             FileKind::Regular => Ok(()),
             FileKind::Directory => Err(libc::EISDIR),
             _ => Err(libc::EINVAL),
         };
         // Like the kernel, a write crossing the largest file size is cut short.
-        let want = (data.len() as u64).min(self.max_file_bytes.saturating_sub(off)) as usize;
+        let want = (data.len() as u64).min(max.saturating_sub(off)) as usize;
         let got = self.fs().write(self.ino(id), off, data);
         let what = format!("write {} bytes at {off} to {id}", data.len());
         let Some(n) = self.check(&what, got, expect, true)? else {
@@ -1481,16 +1542,22 @@ impl Harness {
         };
         let aligned = off.is_multiple_of(BS) && len.is_multiple_of(BS);
         let end = off + len;
+        let max = self.max_bytes(id);
+        let compressed = self.m.node(id).compr.is_some();
         // The VFS's checks, then f2fs's.
         let expect = match self.m.node(id).kind() {
             FileKind::Directory => Err(libc::EISDIR),
             FileKind::Fifo => Err(libc::ESPIPE),
             FileKind::Regular => match mode {
                 _ if len == 0 => Err(libc::EINVAL),
-                _ if end > self.max_file_bytes => Err(libc::EFBIG),
+                _ if end > max => Err(libc::EFBIG),
+                // Compressed files only preallocate, and not once released.
+                FallocMode::Allocate { .. } if self.released(id) => Err(libc::EPERM),
+                FallocMode::Allocate { .. } => Ok(()),
+                _ if compressed => Err(libc::EOPNOTSUPP),
                 FallocMode::CollapseRange if !aligned || end >= size => Err(libc::EINVAL),
                 FallocMode::InsertRange if !aligned || off >= size => Err(libc::EINVAL),
-                FallocMode::InsertRange if size + len > self.max_file_bytes => Err(libc::EFBIG),
+                FallocMode::InsertRange if size + len > max => Err(libc::EFBIG),
                 _ => Ok(()),
             },
             _ => Err(libc::ENODEV),
@@ -1520,10 +1587,17 @@ impl Harness {
         mtime: Option<TSet>,
     ) -> Outcome<()> {
         let kind = self.m.node(id).kind();
+        let max = self.max_bytes(id);
         let expect = match (size, kind) {
             (None, _) => Ok(()),
             (Some(_), FileKind::Directory) => Err(libc::EISDIR),
-            (Some(_), FileKind::Regular) if size.unwrap() > self.max_file_bytes => Err(libc::EFBIG),
+            (Some(s), FileKind::Regular) if s > max => Err(libc::EFBIG),
+            // A released file keeps whole clusters (f2fs_setattr).
+            (Some(s), FileKind::Regular)
+                if self.released(id) && !s.is_multiple_of(self.cluster_bytes(id)) =>
+            {
+                Err(libc::EINVAL)
+            }
             (Some(_), FileKind::Regular) => Ok(()),
             (Some(_), _) => Err(libc::EINVAL),
         };
@@ -1563,6 +1637,10 @@ impl Harness {
             node.mtime = None;
             if let Body::File { size, blocks } = &mut node.body {
                 model_truncate(size, blocks, new);
+            }
+            // An empty file is no longer released.
+            if let (0, Some(c)) = (new, &mut node.compr) {
+                c.released = false;
             }
         }
         let known = |t: TSet| match t {
@@ -1654,6 +1732,9 @@ impl Harness {
         self.forget_handles();
         fsck_f2fs(&self.img).map_err(|report| format!("fsck.f2fs at reopen:\n{report}"))?;
         self.fs = Some(open_rw(&self.img)?);
+        // Mount options are not kept.
+        self.compression =
+            CompressionMount::new(self.compression.feature, self.compression.addrs_per_inode);
         Ok(())
     }
 
@@ -1956,6 +2037,14 @@ impl Harness {
                     self.do_setattr(id, None, None, None, Some(new), None, None)?;
                 }
             }
+            Op::CompressFlag { .. }
+            | Op::WriteText { .. }
+            | Op::CompressMount { .. }
+            | Op::Fsync { .. }
+            | Op::ReleaseBlocks { .. }
+            | Op::ReserveBlocks { .. }
+            | Op::Recompress { .. }
+            | Op::Clean { .. } => self.apply_compression_op(op)?,
         }
         Ok(())
     }
@@ -2161,6 +2250,8 @@ impl Harness {
                 format!("{:?}", names(&want)),
             );
         }
+        self.compare_compression(&info, node)
+            .map_err(|e| format!("{path} (inode {ino}): {e}"))?;
         match &node.body {
             Body::Dir { .. } => {}
             Body::Symlink(target) => {
@@ -2189,7 +2280,7 @@ impl Harness {
                     return fail("size", info.size.to_string(), size.to_string());
                 }
                 if contents {
-                    self.compare_contents(fs, &info, *size, blocks, path)?;
+                    self.compare_contents(fs, &info, (*size, node.compr.is_some()), blocks, path)?;
                 }
             }
         }
@@ -2200,14 +2291,16 @@ impl Harness {
         &self,
         fs: &Fs,
         info: &f2fuse_engine::InodeInfo,
-        size: u64,
+        (size, compressed): (u64, bool),
         blocks: &BTreeMap<u64, Vec<u8>>,
         path: &str,
     ) -> Outcome<()> {
         let extents = fs
             .extents(info)
             .map_err(|e| format!("{path}: extents: {e}"))?;
-        for &(fofs, _, len) in &extents {
+        // Compressed clusters are stored whole (payload blocks sit in any
+        // slot of a written cluster): holes are checked for plain files.
+        for &(fofs, _, len) in extents.iter().filter(|_| !compressed) {
             if let Some(b) = (fofs..fofs + len).find(|b| !blocks.contains_key(b)) {
                 return Err(format!(
                     "{path}: block {b} is allocated but was never written (a hole must stay a hole)"
@@ -2358,6 +2451,361 @@ fn fill_to_enospc() {
         return;
     }
     run_property(fill_case_s(), env_u32("F2FUSE_MODEL_FILL_CASES", 6));
+}
+
+// ---------------------------------------------------------------- compressed files
+//
+// The kernel's rules (6.1 fs/f2fs): set_compress_new_inode gives files
+// created by name (not mknod, symlink or tmpfile) and directories the
+// flag of a `+c` directory; COMPR_FL changes only on empty files
+// (f2fs_setflags_common); compressed files keep the flag, cluster size and
+// released state the model tracks in `Compr`; writes to a released file
+// are EPERM and it is cut only at cluster boundaries; fallocate only
+// preallocates; the ioctls check feature, mode, file, released state in
+// that order.
+
+/// COMPR_FL of a file or directory; for a regular file, its clusters
+/// (2^`log` blocks) and whether its saved blocks were released.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Compr {
+    log: u8,
+    released: bool,
+}
+
+/// What the mount says about compression (reset at every `Reopen`).
+#[derive(Clone, Copy, Debug)]
+struct CompressionMount {
+    /// The image has the compression feature.
+    feature: bool,
+    /// `compress_log_size`.
+    log: u8,
+    /// `compress_mode=user`.
+    user_mode: bool,
+    addrs_per_inode: u32,
+}
+
+impl CompressionMount {
+    fn new(feature: bool, addrs_per_inode: u32) -> Self {
+        CompressionMount {
+            feature,
+            log: CompressOptions::default().log_cluster_size,
+            user_mode: false,
+            addrs_per_inode,
+        }
+    }
+}
+
+/// Bytes that compress (six words in a seed-dependent order), the same at
+/// the same offset.
+fn text_pattern(seed: u8, offset: u64, len: usize) -> Vec<u8> {
+    const WORDS: [&[u8; 8]; 6] = [
+        b"cluster ",
+        b"payload ",
+        b"f2fs log",
+        b"\n\n\n\n\n\n\n\n",
+        b"zzzzzzzz",
+        b"release ",
+    ];
+    (offset..offset + len as u64)
+        .map(|at| {
+            let word = (at / 8).wrapping_mul(seed as u64 | 1) / 3 % 6;
+            WORDS[word as usize][(at % 8) as usize]
+        })
+        .collect()
+}
+
+fn compression_op_s() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        3 => (any_s(), prop::bool::weighted(0.8)).prop_map(|(file, on)| Op::CompressFlag { file, on }),
+        8 => (file_s(), offset_s(), len_s(), any::<u8>())
+            .prop_map(|(file, off, len, seed)| Op::WriteText { file, off, len, seed }),
+        // Big writes over a few files on a small image: cleaning must move clusters.
+        3 => (0u16..4, 0u64..(6 << 20), (256u32 << 10)..(3 << 20), any::<u8>())
+            .prop_map(|(file, off, len, seed)| Op::WriteText { file: Sel::F(file), off, len, seed }),
+        2 => (0u8..4, 2u8..=8, any::<bool>(), prop::bool::weighted(0.5)).prop_map(
+            |(algorithm, log, checksum, user_mode)| Op::CompressMount {
+                algorithm,
+                log,
+                checksum,
+                user_mode
+            }
+        ),
+        2 => any_s().prop_map(|file| Op::Fsync { file }),
+        2 => file_s().prop_map(|file| Op::ReleaseBlocks { file }),
+        2 => file_s().prop_map(|file| Op::ReserveBlocks { file }),
+        3 => (file_s(), any::<bool>()).prop_map(|(file, compress)| Op::Recompress { file, compress }),
+        2 => (1u8..6).prop_map(|rounds| Op::Clean { rounds }),
+    ]
+}
+
+/// A compression image whose root is `+c`, so most files are compressed,
+/// with the plain operations mixed in.
+fn compressed_case_s() -> impl Strategy<Value = Case> {
+    let op = prop_oneof![3 => op_s(), 2 => compression_op_s()];
+    (
+        prop::sample::select(vec![64u64, 96, 128]),
+        prop::collection::vec(prop::collection::vec(op, 0..5), 20..50),
+    )
+        .prop_map(|(size_mib, chunks)| {
+            let mut ops = vec![Op::CompressFlag {
+                file: Sel::D(0),
+                on: true,
+            }];
+            // Compressed files for the big writes, whose overwrites leave
+            // invalid clusters for the cleaner.
+            ops.extend((0..4).map(|id| create(Sel::D(0), short(id))));
+            ops.extend(chunks.into_iter().flatten());
+            Case {
+                features: true,
+                size_mib,
+                ops,
+            }
+        })
+}
+
+impl Harness {
+    /// The compression a new inode gets from its directory (only
+    /// directories and files created by name, as set_compress_new_inode).
+    fn new_inode_compr(&self, dir: Id, body: &Body, by_mknod: bool) -> Option<Compr> {
+        let inherits = match body {
+            Body::Dir { .. } => true,
+            Body::File { .. } => !by_mknod,
+            _ => false,
+        };
+        (self.compression.feature && inherits && self.m.node(dir).compr.is_some()).then_some(
+            Compr {
+                log: self.compression.log,
+                released: false,
+            },
+        )
+    }
+
+    fn file_compr(&self, id: Id) -> Option<Compr> {
+        let node = self.m.node(id);
+        matches!(node.body, Body::File { .. })
+            .then_some(node.compr)
+            .flatten()
+    }
+
+    fn released(&self, id: Id) -> bool {
+        self.file_compr(id).is_some_and(|c| c.released)
+    }
+
+    fn cluster_bytes(&self, id: Id) -> u64 {
+        self.file_compr(id).map_or(BS, |c| BS << c.log)
+    }
+
+    /// The largest size of file `id`: a compressed file's address counts
+    /// are whole clusters.
+    fn max_bytes(&self, id: Id) -> u64 {
+        match self.file_compr(id) {
+            Some(c) => {
+                let addrs = AddrCounts::clustered(self.compression.addrs_per_inode, c.log);
+                max_file_blocks(addrs) * BS
+            }
+            None => self.max_file_bytes,
+        }
+    }
+
+    /// Where a write to a compressed file goes: below the first indirect
+    /// node's first direct node. fsck.f2fs 1.15 (Debian 12) advances its
+    /// file offset past an absent child of an indirect node by the
+    /// indirect node's bytes read as an inode (ADDRS_PER_BLOCK(&node_blk->i),
+    /// 1018 instead of the compressed file's 1016; fixed upstream in 2023),
+    /// so it misplaces and does not count every COMPRESS_ADDR after such a
+    /// child and reports an i_blocks mismatch on a correct image.
+    fn fsck_safe_offset(&self, id: Id, off: u64, len: usize) -> u64 {
+        const FIRST_INDIRECT_CHILD_END: u64 = (923 + 2 * 1018) * BS;
+        if self.file_compr(id).is_none() || off + len as u64 <= FIRST_INDIRECT_CHILD_END {
+            return off;
+        }
+        off % (FIRST_INDIRECT_CHILD_END - (3 << 20) - BS)
+    }
+
+    fn compare_compression(&self, info: &f2fuse_engine::InodeInfo, node: &MInode) -> Outcome<()> {
+        let flag = info.flags & inode_flag::COMPR != 0;
+        if flag != node.compr.is_some() {
+            return Err(format!("COMPR_FL is {flag}, expected {}", !flag));
+        }
+        if let Body::File { .. } = node.body {
+            let got = info.compression.map(|c| Compr {
+                log: c.log_cluster_size,
+                released: c.released,
+            });
+            if got != node.compr {
+                return Err(format!("compression {got:?}, expected {:?}", node.compr));
+            }
+        }
+        Ok(())
+    }
+
+    /// Checks a release (`released`) or reserve of file `id`'s saved
+    /// blocks; the model follows when it succeeded. Only a reserve may
+    /// run out of space.
+    fn check_released(
+        &mut self,
+        id: Id,
+        got: Result<u64, Error>,
+        expect: Result<(), i32>,
+        released: bool,
+    ) -> Outcome<()> {
+        let what = format!("{} {id}", if released { "release" } else { "reserve" });
+        if self.check(&what, got, expect, !released)?.is_some() {
+            self.m.node_mut(id).compr.as_mut().unwrap().released = released;
+        }
+        Ok(())
+    }
+
+    fn apply_compression_op(&mut self, op: &Op) -> Outcome<()> {
+        let feature = self.compression.feature;
+        let no_feature = || -> Result<(), i32> { Err(libc::EOPNOTSUPP) };
+        match *op {
+            Op::CompressFlag { file, on } => {
+                let id = self.m.pick(file);
+                let node = self.m.node(id);
+                let kind = node.kind();
+                if !matches!(kind, FileKind::Regular | FileKind::Directory) {
+                    return Ok(()); // FS_IOC_SETFLAGS needs an open file or directory
+                }
+                let size = match node.body {
+                    Body::File { size, .. } => size,
+                    _ => 0,
+                };
+                let ino = self.ino(id);
+                // Reservations past EOF are blocks the model does not track.
+                let has_blocks = || {
+                    self.fs()
+                        .inode(ino)
+                        .is_ok_and(|i| f2fuse_engine::compress::has_blocks(&i))
+                };
+                let expect = if on && !feature {
+                    no_feature()
+                } else if node.compr.is_some() == on {
+                    Ok(())
+                } else if kind == FileKind::Regular && (size > 0 || has_blocks()) {
+                    Err(libc::EINVAL)
+                } else {
+                    Ok(())
+                };
+                let flags = if on { inode_flag::COMPR } else { 0 };
+                let got = self.fs().set_flags(ino, flags);
+                let what = format!("set_flags {id} compress {on}");
+                if self.check(&what, got, expect, false)?.is_some() {
+                    let mount = self.compression;
+                    let node = self.m.node_mut(id);
+                    if node.compr.is_some() != on {
+                        node.compr = on.then_some(Compr {
+                            log: mount.log,
+                            released: false,
+                        });
+                    }
+                }
+            }
+            Op::WriteText {
+                file,
+                off,
+                len,
+                seed,
+            } => {
+                let id = self.m.pick(file);
+                self.do_write(id, off, &text_pattern(seed, off, len as usize))?;
+            }
+            Op::CompressMount {
+                algorithm,
+                log,
+                checksum,
+                user_mode,
+            } => {
+                let options = CompressOptions {
+                    algorithm: CompressAlgorithm::ALL[algorithm as usize % 4],
+                    log_cluster_size: log,
+                    checksum,
+                    mode: if user_mode {
+                        CompressMode::User
+                    } else {
+                        CompressMode::Fs
+                    },
+                    ..Default::default()
+                };
+                let got = self.fs().set_compress_options(options);
+                if self
+                    .check("compress options", got, Ok(()), false)?
+                    .is_some()
+                {
+                    self.compression.log = log;
+                    self.compression.user_mode = user_mode;
+                }
+            }
+            Op::Fsync { file } => {
+                let id = self.m.pick(file);
+                let got = self.fs().fsync(self.ino(id));
+                self.check(&format!("fsync {id}"), got, Ok(()), true)?;
+            }
+            Op::ReleaseBlocks { file } => {
+                let id = self.m.pick(file);
+                let expect = match self.file_compr(id) {
+                    _ if !feature => no_feature(),
+                    None => Err(libc::EINVAL),
+                    Some(c) if c.released => Err(libc::EINVAL),
+                    Some(_) => Ok(()),
+                };
+                let got = self.fs().release_compress_blocks(self.ino(id));
+                self.check_released(id, got, expect, true)?;
+            }
+            Op::ReserveBlocks { file } => {
+                let id = self.m.pick(file);
+                let saved = || {
+                    let info = self.fs().inode(self.ino(id)).unwrap();
+                    info.compression.map_or(0, |c| c.compr_blocks)
+                };
+                // A file that still counts saved blocks is left alone.
+                let expect = match self.file_compr(id) {
+                    _ if !feature => no_feature(),
+                    None => Err(libc::EINVAL),
+                    Some(c) if !c.released && saved() == 0 => Err(libc::EINVAL),
+                    Some(_) => Ok(()),
+                };
+                let got = self.fs().reserve_compress_blocks(self.ino(id));
+                self.check_released(id, got, expect, false)?;
+            }
+            Op::Recompress { file, compress } => {
+                let id = self.m.pick(file);
+                let expect = match self.file_compr(id) {
+                    _ if !feature || !self.compression.user_mode => no_feature(),
+                    None => Err(libc::EINVAL),
+                    Some(c) if c.released => Err(libc::EINVAL),
+                    Some(_) => Ok(()),
+                };
+                let ino = self.ino(id);
+                let got = if compress {
+                    self.fs().compress_file(ino)
+                } else {
+                    self.fs().decompress_file(ino)
+                };
+                let what = format!("recompress {id} {compress}");
+                self.check(&what, got, expect, true)?;
+            }
+            Op::Clean { rounds } => {
+                for _ in 0..rounds {
+                    let got = self.fs().garbage_collect(true);
+                    self.check("clean", got, Ok(()), true)?;
+                }
+            }
+            _ => unreachable!("not a compression operation: {op:?}"),
+        }
+        Ok(())
+    }
+}
+
+#[test]
+fn compressed_sequences() {
+    if !require_f2fs_tools() {
+        return;
+    }
+    run_property(
+        compressed_case_s(),
+        env_u32("F2FUSE_MODEL_COMPRESSED_CASES", 16),
+    );
 }
 
 // ---------------------------------------------------------------- regressions

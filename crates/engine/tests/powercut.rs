@@ -12,10 +12,10 @@ mod support;
 
 use f2fuse_engine::device::{Device, IoKind, MemDevice, SimDevice, SimEvent};
 use f2fuse_engine::fs::RenameFlags;
-use f2fuse_engine::mkfs::{format, MkfsOptions};
+use f2fuse_engine::mkfs::{format, parse_features, MkfsOptions};
 use f2fuse_engine::xattr::SetMode;
 use f2fuse_engine::{FallocMode, FileKind, Fs};
-use f2fuse_layout::F2FS_ROOT_INO as ROOT;
+use f2fuse_layout::{inode_flag, F2FS_ROOT_INO as ROOT};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use support::{fsck_f2fs, require_f2fs_tools, Scratch};
@@ -134,8 +134,15 @@ fn parent_and_name(path: &str) -> (&str, &str) {
 
 /// Runs the workload on a fresh image: `ops` random operations, a tenth of
 /// them fsyncs of a file and a twelfth checkpoints (or directory fsyncs).
-fn run_workload(seed: u64, ops: usize, placement: Placement) -> Run {
-    let sim = Arc::new(SimDevice::new(fresh_image()));
+/// With `compression`, the image has the feature and `/d2` is a `chattr +c`
+/// directory: files made there are compressed (half of them with
+/// compressible bytes), and renames move them in and out.
+fn run_workload(seed: u64, ops: usize, placement: Placement, compression: bool) -> Run {
+    let sim = Arc::new(SimDevice::new(if compression {
+        compression_image(SIZE)
+    } else {
+        fresh_image()
+    }));
     let fs = Fs::open_writable(Box::new(sim.clone())).unwrap();
     fs.set_tunable("cp_interval", 3600).unwrap();
     let (ipu_policy, zeroout) = match placement {
@@ -159,6 +166,9 @@ fn run_workload(seed: u64, ops: usize, placement: Placement) -> Run {
     for d in &dirs[1..] {
         fs.mkdir(ROOT, &d.as_bytes()[1..], 0o755, 0, 0).unwrap();
         state.model.insert(d.to_string(), None);
+    }
+    if compression {
+        fs.set_flags(ino_of(&fs, "/d2"), inode_flag::COMPR).unwrap();
     }
     for step in 0..ops {
         let before_events = sim.event_count();
@@ -184,7 +194,7 @@ fn run_workload(seed: u64, ops: usize, placement: Placement) -> Run {
                 created.inos.insert(path.clone(), f.ino);
                 midway = Some((sim.event_count(), created));
                 let len = [0usize, 100, 3000, 5000, 70_000][rng.below(5) as usize];
-                let data: Vec<u8> = (0..len).map(|_| rng.next() as u8).collect();
+                let data = workload_bytes(&mut rng, len, compression);
                 fs.write(f.ino, 0, &data).unwrap();
                 history.entry(f.ino).or_default().push(data.clone());
                 state.model.insert(path.clone(), Some(data));
@@ -195,7 +205,7 @@ fn run_workload(seed: u64, ops: usize, placement: Placement) -> Run {
                 let content = state.model.get_mut(path).unwrap().as_mut().unwrap();
                 let offset = rng.below(content.len() as u64 + 8192) as usize;
                 let len = 1 + rng.below(20_000) as usize;
-                let data: Vec<u8> = (0..len).map(|_| rng.next() as u8).collect();
+                let data = workload_bytes(&mut rng, len, compression);
                 fs.write(state.inos[path], offset as u64, &data).unwrap();
                 if content.len() < offset + len {
                     content.resize(offset + len, 0);
@@ -410,16 +420,15 @@ fn check_cuts(
     seed: u64,
     ops: usize,
     placement: Placement,
-    dense: usize,
-    random: usize,
-    fsck_every: usize,
+    compression: bool,
+    (dense, random, fsck_every): (usize, usize, usize),
 ) {
     let Run {
         sim,
         snapshots,
         effects,
         history,
-    } = run_workload(seed, ops, placement);
+    } = run_workload(seed, ops, placement, compression);
     let mut crash = sim.crash_images();
     let events = crash.events.clone();
     assert!(snapshots.len() >= 3, "the workload must commit checkpoints");
@@ -522,7 +531,7 @@ fn power_cut_sweep() {
     // 4 x 600 operations; about 80 cuts each, twice (in order, reordered).
     for seed in [1u64, 2, 3, 4] {
         let seed = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        check_cuts(seed, 600, Placement::OutOfPlace, 12, 12, 6);
+        check_cuts(seed, 600, Placement::OutOfPlace, false, (12, 12, 6));
     }
 }
 
@@ -538,7 +547,13 @@ fn power_cut_sweep_with_in_place_updates() {
     }
     for (seed, ipu_policy) in [(5u64, 16), (6, 16), (7, 1 | 16)] {
         let seed = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        check_cuts(seed, 600, Placement::InPlace { ipu_policy }, 12, 12, 6);
+        check_cuts(
+            seed,
+            600,
+            Placement::InPlace { ipu_policy },
+            false,
+            (12, 12, 6),
+        );
     }
 }
 
@@ -820,4 +835,203 @@ fn fsync_checkpoints_where_the_kernel_does() {
         ("new file in a checkpointed directory", false),
     ];
     assert_eq!(seen, expected);
+}
+
+// ---------------------------------------------------------------- compressed files
+//
+// The kernel has no roll-forward of compressed clusters: an fsync of a
+// compressed file checkpoints (need_do_checkpoint's CP_COMPRESSED), and
+// do_recover_data leaves COMPRESS_ADDR slots alone. So compressed data is
+// durable through checkpoints only, which the cuts below check; a chain may
+// still meet a cluster's slots when a file was compressed at the checkpoint
+// and plain when it was fsynced.
+
+fn compression_image(size: u64) -> Vec<u8> {
+    let dev = Device::new(Box::new(MemDevice::new(size)));
+    let opts = MkfsOptions {
+        features: parse_features("extra_attr,compression").unwrap(),
+        timestamp: Some(1),
+        uuid: Some([9; 16]),
+        checkpoint_ver: Some(100),
+        ..MkfsOptions::default()
+    };
+    format(&dev, &opts, true).unwrap();
+    let mut bytes = vec![0u8; size as usize];
+    dev.read_blocks(IoKind::Meta, 0, &mut bytes).unwrap();
+    bytes
+}
+
+/// Random bytes; with `compressible`, half the time words that compress.
+fn workload_bytes(rng: &mut Rng, len: usize, compressible: bool) -> Vec<u8> {
+    if compressible && rng.below(2) == 0 {
+        return words(rng.below(4) as usize, len);
+    }
+    (0..len).map(|_| rng.next() as u8).collect()
+}
+
+/// `len` bytes of repeated words, from word `first` on: they compress.
+fn words(first: usize, len: usize) -> Vec<u8> {
+    let words: [&[u8]; 4] = [b"cluster ", b"f2fs ", b"payload\n", b"zeros "];
+    words
+        .iter()
+        .cycle()
+        .skip(first)
+        .flat_map(|w| w.iter().copied())
+        .take(len)
+        .collect()
+}
+
+#[test]
+fn power_cut_sweep_with_compressed_files() {
+    if !require_f2fs_tools() {
+        return;
+    }
+    for seed in [5u64, 6] {
+        check_cuts(
+            seed.wrapping_mul(0x9E37_79B9_7F4A_7C15),
+            500,
+            Placement::OutOfPlace,
+            true,
+            (12, 12, 4),
+        );
+    }
+}
+
+fn set_size(fs: &Fs, ino: u32, size: u64) {
+    let attr = f2fuse_engine::fs::SetAttr {
+        size: Some(size),
+        ..Default::default()
+    };
+    fs.setattr(ino, &attr).unwrap();
+}
+
+/// Every cut in a run of overwrites and fsyncs of a compressed file (each
+/// fsync a checkpoint): the file is one fsync's state, whole, and
+/// fsck.f2fs accepts the image before and after our recovery.
+#[test]
+fn every_cut_in_fsyncs_of_a_compressed_file() {
+    if !require_f2fs_tools() {
+        return;
+    }
+    let scratch = Scratch::new("powercut-compressed");
+    let img = scratch.join("cut.img");
+    let sim = Arc::new(SimDevice::new(compression_image(SIZE)));
+    let fs = Fs::open_writable(Box::new(sim.clone())).unwrap();
+    fs.set_tunable("cp_interval", 3600).unwrap();
+    let dir = fs.mkdir(ROOT, b"c", 0o755, 0, 0).unwrap();
+    fs.set_flags(dir.ino, inode_flag::COMPR).unwrap();
+    let file = fs.create(dir.ino, b"f", 0o644, 0, 0).unwrap();
+    assert!(file.compression.is_some());
+    let mut rng = Rng(41);
+    let mut content = workload_bytes(&mut rng, 200_000, true);
+    fs.write(file.ino, 0, &content).unwrap();
+    fs.checkpoint().unwrap();
+    let first = sim.event_count();
+    let mut states = vec![(first, content.clone())];
+    for round in 0..5 {
+        let offset = rng.below(content.len() as u64 + 20_000) as usize;
+        let len = 1 + rng.below(40_000) as usize;
+        let data = workload_bytes(&mut rng, len, round % 2 == 0);
+        fs.write(file.ino, offset as u64, &data).unwrap();
+        if content.len() < offset + data.len() {
+            content.resize(offset + data.len(), 0);
+        }
+        content[offset..offset + data.len()].copy_from_slice(&data);
+        if round == 3 {
+            // A cut inside a compressed cluster, then growth again.
+            let size = content.len() as u64 * 2 / 3 + 123;
+            set_size(&fs, file.ino, size);
+            content.truncate(size as usize);
+        }
+        let before = sim.event_count();
+        fs.fsync(file.ino).unwrap();
+        assert!(
+            checkpoint_writes_since(&sim, before) > 0,
+            "an fsync of a compressed file checkpoints, as the kernel's"
+        );
+        states.push((sim.event_count() - 1, content.clone()));
+    }
+    assert!(
+        fs.compress_blocks(file.ino).unwrap() > 0,
+        "nothing compressed"
+    );
+    drop(fs);
+    let mut crash = sim.crash_images();
+    let last = sim.event_count();
+    for cut in first..=last {
+        for reorder in [false, true] {
+            let mut pick = Rng(cut as u64 * 2 + 1);
+            let keep: Vec<bool> = (0..cut).map(|_| !reorder || pick.below(2) == 0).collect();
+            let image = crash.at_cut(cut, |i| keep[i]);
+            let check_fsck = (cut - first).is_multiple_of(16) || cut == last;
+            if check_fsck {
+                std::fs::write(&img, &image).unwrap();
+                fsck_f2fs(&img).unwrap_or_else(|r| panic!("cut {cut}: crashed image:\n{r}"));
+            }
+            let dev = Arc::new(MemDevice::from_bytes(image));
+            let fs = Fs::open_writable(Box::new(dev.clone())).unwrap();
+            let got = read_all(&fs, "/c/f");
+            let done = states
+                .iter()
+                .rposition(|(flush, _)| *flush < cut)
+                .unwrap_or(0);
+            let candidates = &states[done..(done + 2).min(states.len())];
+            assert!(
+                candidates.iter().any(|(_, c)| *c == got),
+                "cut {cut} reorder {reorder}: /c/f is no fsync's state ({} bytes)",
+                got.len()
+            );
+            if check_fsck {
+                fs.unmount().unwrap();
+                std::fs::write(&img, dev.snapshot()).unwrap();
+                fsck_f2fs(&img).unwrap_or_else(|r| panic!("cut {cut}: after recovery:\n{r}"));
+            }
+        }
+    }
+}
+
+/// A file compressed at the checkpoint, emptied, made plain (`chattr -c`)
+/// and written and fsynced as a plain file: its fsync rolls forward, and
+/// recovery replaces the checkpointed cluster slots (COMPRESS_ADDR,
+/// payload, NEW_ADDR) with the chain's, as the kernel's do_recover_data
+/// (which frees them through f2fs_truncate_data_blocks_range).
+#[test]
+fn a_file_compressed_at_the_checkpoint_rolls_forward_plain() {
+    if !require_f2fs_tools() {
+        return;
+    }
+    let scratch = Scratch::new("powercut-decompressed");
+    let img = scratch.join("crash.img");
+    // Room enough that cleaning never has to checkpoint.
+    let sim = Arc::new(SimDevice::new(compression_image(256 << 20)));
+    let fs = Fs::open_writable(Box::new(sim.clone())).unwrap();
+    fs.set_tunable("cp_interval", 3600).unwrap();
+    let file = fs.create(ROOT, b"f", 0o644, 0, 0).unwrap();
+    fs.set_flags(file.ino, inode_flag::COMPR).unwrap();
+    // Past the inode's addresses, so that a direct node holds clusters too.
+    let compressed = words(1, 10_000_000);
+    fs.write(file.ino, 0, &compressed).unwrap();
+    assert!(fs.compress_blocks(file.ino).unwrap() > 0);
+    fs.checkpoint().unwrap();
+    set_size(&fs, file.ino, 0);
+    fs.set_flags(file.ino, 0).unwrap();
+    let plain: Vec<u8> = (0..10_000_000u32).map(|i| (i % 251) as u8).collect();
+    fs.write(file.ino, 0, &plain).unwrap();
+    let before = sim.event_count();
+    fs.fsync(file.ino).unwrap();
+    assert_eq!(
+        checkpoint_writes_since(&sim, before),
+        0,
+        "the plain file's fsync rolls forward"
+    );
+    drop(fs);
+    std::fs::write(&img, sim.bytes()).unwrap();
+    fsck_f2fs(&img).unwrap_or_else(|r| panic!("crashed image:\n{r}"));
+    let dev = Arc::new(MemDevice::from_bytes(sim.bytes()));
+    let fs = Fs::open_writable(Box::new(dev.clone())).unwrap();
+    assert!(fs.resolve("/f").unwrap().compression.is_none());
+    assert!(read_all(&fs, "/f") == plain);
+    fs.unmount().unwrap();
+    std::fs::write(&img, dev.snapshot()).unwrap();
+    fsck_f2fs(&img).unwrap_or_else(|r| panic!("after recovery:\n{r}"));
 }

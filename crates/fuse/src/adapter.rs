@@ -239,6 +239,17 @@ fn errno(e: &Error) -> Errno {
     Errno::from_i32(e.to_errno())
 }
 
+/// A read that meets damaged data (a compressed cluster that does not
+/// decode) is EIO, as the kernel's page reads fail; the log has the detail.
+fn read_errno(e: &Error) -> Errno {
+    let logged = errno(e);
+    if matches!(e, Error::Corrupt(_)) {
+        Errno::EIO
+    } else {
+        logged
+    }
+}
+
 fn name_ok(name: &OsStr) -> Res<&[u8]> {
     let bytes = name.as_bytes();
     // The kernel does not enforce NAME_MAX for FUSE.
@@ -579,7 +590,7 @@ impl F2fsFuse {
             let n = self
                 .fs
                 .read_ino(ino, offset + done as u64, &mut buf[done..])
-                .map_err(|e| errno(&e))?;
+                .map_err(|e| read_errno(&e))?;
             if n == 0 {
                 break;
             }

@@ -12,6 +12,7 @@ pub mod consts;
 pub mod crc;
 pub mod dentry;
 pub mod error;
+pub mod fscrypt;
 pub mod geometry;
 pub mod hash;
 pub mod node;

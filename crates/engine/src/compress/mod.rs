@@ -197,6 +197,7 @@ pub fn read_data(
     let Some(compression) = &inode.compression else {
         return crate::data::read_data(dev, nm, inode, offset, buf, policy);
     };
+    crate::data::check_readable(inode)?;
     if offset >= inode.size || buf.is_empty() {
         return Ok(0);
     }
@@ -666,6 +667,8 @@ pub fn fallocate(
     mode: crate::data::FallocMode,
 ) -> Result<()> {
     let inode = ctx.inode(ino)?;
+    // The VFS's refusals come first.
+    crate::data::fallocate_range(&inode, offset, len)?;
     if inode.compression.is_some() && !matches!(mode, crate::data::FallocMode::Allocate { .. }) {
         return Err(Error::errno(
             libc::EOPNOTSUPP,

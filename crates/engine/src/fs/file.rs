@@ -261,6 +261,7 @@ impl Fs {
             }
             *generation = Some(inode.generation);
             require_regular(&inode)?;
+            crate::data::check_writable(&inode)?;
             deny_if_immutable(&inode, "writing")?;
             if flags::is_append_only(&inode) && step.offset < inode.size {
                 self.check_unchanged(&inode, step.offset, buf)?;
@@ -332,6 +333,7 @@ impl Fs {
                 }
                 match inode.kind {
                     FileKind::Regular => {
+                        crate::data::check_writable(&inode)?;
                         crate::compress::fallocate(ctx, ino, offset, len, mode).map(Some)
                     }
                     FileKind::Directory => Err(Error::errno(libc::EISDIR, format!("inode {ino}"))),
@@ -382,6 +384,10 @@ impl Fs {
                 }
                 None => attr,
             };
+            // fscrypt_prepare_setattr, fsverity_prepare_setattr.
+            if attr.size.is_some() && inode.kind == FileKind::Regular {
+                crate::data::check_writable(&inode)?;
+            }
             self.check_owner_transfer(&inode, attr.uid, attr.gid)?;
             let kill = attr.kill_privileges && inode.kind != FileKind::Directory;
             let mode = match attr.mode {

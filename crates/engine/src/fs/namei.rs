@@ -86,6 +86,7 @@ impl Fs {
             }
             self.may_create(caller, &dir)?;
             deny_if_immutable(&dir, "adding a name")?;
+            dir::require_key(&dir)?;
             let kind = FileKind::from_mode(spec_mode)
                 .ok_or_else(|| Error::errno(libc::EINVAL, "bad file type"))?;
             if kind == FileKind::Directory && dir.links == u32::MAX {
@@ -345,6 +346,7 @@ impl Fs {
             if inode.links == 0 {
                 return Err(Error::errno(libc::ENOENT, "inode was unlinked"));
             }
+            dir::require_key(&dir)?;
             dir::add_link(
                 ctx,
                 new_parent,
@@ -563,6 +565,8 @@ impl Fs {
                     "cannot move a directory into itself",
                 ));
             }
+            dir::require_key(&old_dir)?;
+            dir::require_key(&new_dir)?;
             // Nor may the target contain the old parent; Linux checks this
             // before the file types (ENOTEMPTY, EINVAL for an exchange).
             if let Some(e) = &existing {

@@ -26,8 +26,14 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Features an image may have for us to write it.
-const WRITE_FEATURES: u32 =
-    crate::mkfs::MKFS_FEATURES | feature::PRJQUOTA | feature::QUOTA_INO | feature::COMPRESSION;
+/// Encrypted and fs-verity files stay as they are (their contents and
+/// names are never rewritten without the key; see `crate::data::check_writable`).
+const WRITE_FEATURES: u32 = crate::mkfs::MKFS_FEATURES
+    | feature::PRJQUOTA
+    | feature::QUOTA_INO
+    | feature::COMPRESSION
+    | feature::ENCRYPT
+    | feature::VERITY;
 
 impl Fs {
     /// Opens an image file or block device, raw or (read-only) an Android

@@ -197,6 +197,14 @@ impl<'a> AsUser<'a> {
             ));
         }
         self.fs.permission(self.caller(), &inode, want)?;
+        // f2fs_file_open: fscrypt_file_open, then fsverity_file_open.
+        if inode.kind == FileKind::Regular {
+            if writing {
+                crate::data::check_writable(&inode)?;
+            } else {
+                crate::data::check_readable(&inode)?;
+            }
+        }
         let appends = flags & libc::O_APPEND != 0 && flags & libc::O_TRUNC == 0;
         if writing && !appends && is_append_only(&inode) {
             return Err(Error::errno(

@@ -103,8 +103,13 @@ impl Fs {
                 format!("inode {} is not a symlink", inode.ino),
             ));
         }
+        let read = if inode.is_encrypted() {
+            data::read_stored
+        } else {
+            data::read_data
+        };
         let mut target = vec![0u8; inode.size as usize];
-        let n = data::read_data(
+        let n = read(
             &self.dev,
             &self.nm,
             inode,
@@ -113,6 +118,9 @@ impl Fs {
             self.data_policy.load(),
         )?;
         target.truncate(n);
+        if inode.is_encrypted() {
+            return nokey_symlink_target(inode.ino, &target);
+        }
         Ok(target)
     }
 
@@ -193,4 +201,23 @@ impl Fs {
         }
         inode.inode().projid(&inode.layout).unwrap_or(0)
     }
+}
+
+/// An encrypted symlink's target as shown without the key: the no-key name
+/// of the ciphertext in its `struct fscrypt_symlink_data { __le16 len;
+/// u8 encrypted_path[]; }` (fscrypt_get_symlink, with hash 0).
+fn nokey_symlink_target(ino: u32, stored: &[u8]) -> Result<Vec<u8>> {
+    let len = match stored {
+        [lo, hi, ..] => u16::from_le_bytes([*lo, *hi]) as usize,
+        _ => 0,
+    };
+    let Some(ciphertext) = stored.get(2..2 + len).filter(|c| !c.is_empty()) else {
+        return Err(Corrupt::new(
+            "symlink",
+            format!("encrypted target of {len} bytes in {} stored", stored.len()),
+        )
+        .at(format!("inode {ino}"))
+        .into());
+    };
+    Ok(f2fuse_layout::fscrypt::nokey_name(ciphertext, 0))
 }

@@ -32,15 +32,37 @@ pub fn require_tool(name: &str) -> bool {
     if find_tool(name).is_some() {
         return true;
     }
-    let msg = format!(
+    missing(&format!(
         "{name} not found (looked in $PATH and {EXTRA_DIRS:?}); install f2fs-tools \
          (Debian/Ubuntu: apt-get install f2fs-tools; version 1.15 expected)"
-    );
+    ))
+}
+
+/// A requirement is not met: panics when `CI` is set (so CI cannot
+/// silently skip), else prints a skip note; false.
+fn missing(msg: &str) -> bool {
     if std::env::var_os("CI").is_some() {
         panic!("{msg}");
     }
     eprintln!("SKIPPING test: {msg}");
     false
+}
+
+/// The interpreter `support/codecs.py` runs with.
+pub const SYSTEM_PYTHON: &str = "/usr/bin/python3";
+
+/// True if [`SYSTEM_PYTHON`] has Debian's python3-lz4, python3-lzo and
+/// python3-zstandard (the independent codecs of `support/codecs.py`);
+/// else as [`require_tool`].
+pub fn require_python_codecs() -> bool {
+    let imports = Command::new(SYSTEM_PYTHON)
+        .args(["-c", "import lz4.block, lzo, zstandard"])
+        .output();
+    imports.is_ok_and(|o| o.status.success())
+        || missing(&format!(
+            "{SYSTEM_PYTHON} cannot import lz4.block, lzo and zstandard; \
+             install python3-lz4 python3-lzo python3-zstandard"
+        ))
 }
 
 /// [`require_tool`] for mkfs.f2fs, sload.f2fs and fsck.f2fs.
