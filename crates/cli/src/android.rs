@@ -275,7 +275,10 @@ mod tests {
     use super::*;
 
     fn contexts(text: &str) -> FileContexts {
-        let path = std::env::temp_dir().join(format!("f2fuse-fc-{}", std::process::id()));
+        // One file per call: the tests run in parallel in one process.
+        static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let path = std::env::temp_dir().join(format!("f2fuse-fc-{}-{call}", std::process::id()));
         std::fs::write(&path, text).unwrap();
         let fc = FileContexts::load(&[&path]);
         std::fs::remove_file(&path).unwrap();
