@@ -17,7 +17,7 @@ echo "== f2fuse build crates/ $work/demo.img -O extra_attr,inode_checksum,lost_f
 "$f2fuse" info "$work/demo.img" | sed -n '1,5p;/^Checkpoint/,/valid nodes/p'
 echo "== f2fuse ls -l / and /engine/src"
 "$f2fuse" ls -l "$work/demo.img" /
-"$f2fuse" ls -l "$work/demo.img" /engine/src | head -5
+"$f2fuse" ls -l "$work/demo.img" /engine/src | sed -n 1,5p # not head: SIGPIPE fails pipefail
 
 mnt="$work/mnt"
 mkdir -p "$mnt"
@@ -26,7 +26,7 @@ if [ -e /dev/fuse ] && "$f2fuse" mount "$work/demo.img" "$mnt" 2>"$work/mount.er
     df -h "$mnt" | tail -1
     echo "hello from a FUSE mount" > "$mnt/hello.txt"
     cp -r "$PWD/docs" "$mnt/docs"
-    ls -la "$mnt" | head -8
+    ls -la "$mnt" | sed -n 1,8p
     fusermount3 -u "$mnt" 2>/dev/null || umount "$mnt"
     # The daemon writes its final checkpoint after umount returns: wait for it.
     while fuser -s "$work/demo.img" 2>/dev/null; do sleep 0.1; done

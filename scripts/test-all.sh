@@ -2,7 +2,8 @@
 # Every test: the Rust test suites (unit, integration, power-cut, model,
 # mount tests), then the external suites through a FUSE mount
 # (scripts/mount-suites.sh: pjdfstest, fio verify, stress-ng, dbench, kill -9
-# rounds; fsck.f2fs after each). Needs root and /dev/fuse for the second part;
+# rounds; fsck.f2fs after each), then the README's quick start (scripts/demo.sh).
+# Needs root and /dev/fuse for the last two parts;
 # without them it is skipped with a note, and fails under CI=true.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -21,3 +22,12 @@ if [ "$(id -u)" -ne 0 ] || [ ! -e /dev/fuse ]; then
 fi
 echo "== scripts/mount-suites.sh"
 scripts/mount-suites.sh
+echo "== scripts/demo.sh (the README's quick start)"
+demo_dir=$(mktemp -d /tmp/f2fuse-demo-ci.XXXXXX)
+scripts/demo.sh "$demo_dir" >"$demo_dir.log" 2>&1 || {
+    tail -20 "$demo_dir.log" >&2
+    echo "test-all: the quick start failed (log: $demo_dir.log)" >&2
+    exit 1
+}
+rm -rf "$demo_dir" "$demo_dir.log"
+echo "quick start: ok"
