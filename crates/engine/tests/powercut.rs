@@ -749,32 +749,51 @@ fn every_cut_in_fsyncs_of_a_file_with_direct_nodes() {
         "an fsync checkpointed"
     );
     drop(fs);
+    for_each_cut(&sim, first, |cut, reorder, image| {
+        if (cut - first).is_multiple_of(8) {
+            std::fs::write(&img, &image).unwrap();
+            fsck_f2fs(&img).unwrap_or_else(|r| panic!("cut {cut}: crashed image:\n{r}"));
+        }
+        let fs = Fs::open_writable(Box::new(MemDevice::from_bytes(image))).unwrap();
+        let got = read_all(&fs, "/big");
+        assert_some_fsync_state(&states, cut, reorder, "/big", &got);
+    });
+}
+
+/// Every cut from event `first` to the last, twice: with every write
+/// before it kept, and with a random choice of the unflushed ones lost.
+fn for_each_cut(sim: &SimDevice, first: usize, mut check: impl FnMut(usize, bool, Vec<u8>)) {
     let mut crash = sim.crash_images();
     let last = sim.event_count();
     for cut in first..=last {
         for reorder in [false, true] {
             let mut pick = Rng(cut as u64 * 2 + 1);
             let keep: Vec<bool> = (0..cut).map(|_| !reorder || pick.below(2) == 0).collect();
-            let image = crash.at_cut(cut, |i| keep[i]);
-            if (cut - first).is_multiple_of(8) {
-                std::fs::write(&img, &image).unwrap();
-                fsck_f2fs(&img).unwrap_or_else(|r| panic!("cut {cut}: crashed image:\n{r}"));
-            }
-            let fs = Fs::open_writable(Box::new(MemDevice::from_bytes(image))).unwrap();
-            let got = read_all(&fs, "/big");
-            // The last fsync finished before the cut, or the one it fell into.
-            let done = states
-                .iter()
-                .rposition(|(flush, _)| *flush < cut)
-                .unwrap_or(0);
-            let candidates = &states[done..(done + 2).min(states.len())];
-            assert!(
-                candidates.iter().any(|(_, c)| *c == got),
-                "cut {cut} reorder {reorder}: /big is no fsync's state ({} bytes)",
-                got.len()
-            );
+            check(cut, reorder, crash.at_cut(cut, |i| keep[i]));
         }
     }
+}
+
+/// `got` (file `path` after recovery from `cut`) is the state of the last
+/// fsync finished before the cut, or of the one the cut fell into;
+/// `states` holds each fsync's final flush event and content.
+fn assert_some_fsync_state(
+    states: &[(usize, Vec<u8>)],
+    cut: usize,
+    reorder: bool,
+    path: &str,
+    got: &[u8],
+) {
+    let done = states
+        .iter()
+        .rposition(|(flush, _)| *flush < cut)
+        .unwrap_or(0);
+    let candidates = &states[done..(done + 2).min(states.len())];
+    assert!(
+        candidates.iter().any(|(_, c)| *c == got),
+        "cut {cut} reorder {reorder}: {path} is no fsync's state ({} bytes)",
+        got.len()
+    );
 }
 
 /// fsync checkpoints exactly where the kernel's need_do_checkpoint says so.
@@ -956,38 +975,23 @@ fn every_cut_in_fsyncs_of_a_compressed_file() {
         "nothing compressed"
     );
     drop(fs);
-    let mut crash = sim.crash_images();
     let last = sim.event_count();
-    for cut in first..=last {
-        for reorder in [false, true] {
-            let mut pick = Rng(cut as u64 * 2 + 1);
-            let keep: Vec<bool> = (0..cut).map(|_| !reorder || pick.below(2) == 0).collect();
-            let image = crash.at_cut(cut, |i| keep[i]);
-            let check_fsck = (cut - first).is_multiple_of(16) || cut == last;
-            if check_fsck {
-                std::fs::write(&img, &image).unwrap();
-                fsck_f2fs(&img).unwrap_or_else(|r| panic!("cut {cut}: crashed image:\n{r}"));
-            }
-            let dev = Arc::new(MemDevice::from_bytes(image));
-            let fs = Fs::open_writable(Box::new(dev.clone())).unwrap();
-            let got = read_all(&fs, "/c/f");
-            let done = states
-                .iter()
-                .rposition(|(flush, _)| *flush < cut)
-                .unwrap_or(0);
-            let candidates = &states[done..(done + 2).min(states.len())];
-            assert!(
-                candidates.iter().any(|(_, c)| *c == got),
-                "cut {cut} reorder {reorder}: /c/f is no fsync's state ({} bytes)",
-                got.len()
-            );
-            if check_fsck {
-                fs.unmount().unwrap();
-                std::fs::write(&img, dev.snapshot()).unwrap();
-                fsck_f2fs(&img).unwrap_or_else(|r| panic!("cut {cut}: after recovery:\n{r}"));
-            }
+    for_each_cut(&sim, first, |cut, reorder, image| {
+        let check_fsck = (cut - first).is_multiple_of(16) || cut == last;
+        if check_fsck {
+            std::fs::write(&img, &image).unwrap();
+            fsck_f2fs(&img).unwrap_or_else(|r| panic!("cut {cut}: crashed image:\n{r}"));
         }
-    }
+        let dev = Arc::new(MemDevice::from_bytes(image));
+        let fs = Fs::open_writable(Box::new(dev.clone())).unwrap();
+        let got = read_all(&fs, "/c/f");
+        assert_some_fsync_state(&states, cut, reorder, "/c/f", &got);
+        if check_fsck {
+            fs.unmount().unwrap();
+            std::fs::write(&img, dev.snapshot()).unwrap();
+            fsck_f2fs(&img).unwrap_or_else(|r| panic!("cut {cut}: after recovery:\n{r}"));
+        }
+    });
 }
 
 /// A file compressed at the checkpoint, emptied, made plain (`chattr -c`)
