@@ -10,13 +10,17 @@
  * zeros, written bytes are dropped.
  *
  *   nullfs_ring MOUNTPOINT [--ring] [--threads N] [--depth N] [--no-pin]
+ *               [--coop-taskrun | --defer-taskrun]
  *
  * Classic (default): N threads (default 4), each reading its own cloned
  * /dev/fuse descriptor, as the f2fuse daemon does. --ring: one io_uring
  * per kernel queue (one queue per possible CPU), each with --depth ring
  * entries (default 8) of a 1 MiB payload buffer, its thread pinned to the
  * queue's CPU (unless --no-pin); a classic reader on /dev/fuse stays for
- * the requests the kernel still sends there (FORGET, INTERRUPT). Needs
+ * the requests the kernel still sends there (FORGET, INTERRUPT). The
+ * taskrun options make the rings IORING_SETUP_COOP_TASKRUN or
+ * IORING_SETUP_DEFER_TASKRUN (both SINGLE_ISSUER): how the kernel hands a
+ * request to the ring's thread. Needs
  * root (mount(2)) and, for --ring, /sys/module/fuse/parameters/enable_uring
  * set to Y. Runs in the foreground until unmounted (umount MOUNTPOINT).
  */
@@ -494,6 +498,7 @@ struct queue {
 	int qid;
 	int depth;
 	int pin;
+	unsigned setup_flags;
 	struct io_uring ring;
 	struct ring_entry *entries;
 };
@@ -553,6 +558,12 @@ static void *ring_loop(void *arg)
 		CPU_ZERO(&set);
 		CPU_SET(q->qid, &set);
 		pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
+	}
+	/* Made here: a SINGLE_ISSUER ring belongs to the thread that made it. */
+	int r = io_uring_queue_init(q->depth * 2, &q->ring, IORING_SETUP_SQE128 | q->setup_flags);
+	if (r < 0) {
+		fprintf(stderr, "queue %d: io_uring_queue_init: %s\n", q->qid, strerror(-r));
+		return NULL;
 	}
 	for (int i = 0; i < q->depth; i++)
 		queue_cmd(q, i, URING_CMD_REGISTER, 0);
@@ -663,14 +674,20 @@ static void set_read_ahead(const char *mountpoint)
 
 int main(int argc, char **argv)
 {
-	const char *usage = "usage: nullfs_ring MOUNTPOINT [--ring] [--threads N] [--depth N] [--no-pin]\n";
+	const char *usage = "usage: nullfs_ring MOUNTPOINT [--ring] [--threads N] [--depth N] [--no-pin] "
+			    "[--coop-taskrun | --defer-taskrun]\n";
 	const char *mountpoint = NULL;
 	int ring = 0, threads = 4, depth = 8, pin = 1;
+	unsigned setup_flags = 0;
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--ring"))
 			ring = 1;
 		else if (!strcmp(argv[i], "--no-pin"))
 			pin = 0;
+		else if (!strcmp(argv[i], "--coop-taskrun"))
+			setup_flags = IORING_SETUP_COOP_TASKRUN | IORING_SETUP_SINGLE_ISSUER;
+		else if (!strcmp(argv[i], "--defer-taskrun"))
+			setup_flags = IORING_SETUP_DEFER_TASKRUN | IORING_SETUP_SINGLE_ISSUER;
 		else if (!strcmp(argv[i], "--threads") && i + 1 < argc)
 			threads = atoi(argv[++i]);
 		else if (!strcmp(argv[i], "--depth") && i + 1 < argc)
@@ -711,12 +728,8 @@ int main(int argc, char **argv)
 		queue->qid = q;
 		queue->depth = depth;
 		queue->pin = pin;
+		queue->setup_flags = setup_flags;
 		queue->entries = calloc(depth, sizeof(*queue->entries));
-		int r = io_uring_queue_init(depth * 2, &queue->ring, IORING_SETUP_SQE128);
-		if (r < 0) {
-			fprintf(stderr, "io_uring_queue_init: %s\n", strerror(-r));
-			return 1;
-		}
 		for (int i = 0; i < depth; i++) {
 			struct ring_entry *e = &queue->entries[i];
 			e->payload = aligned_alloc(4096, MAX_WRITE);

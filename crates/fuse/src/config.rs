@@ -54,7 +54,25 @@ pub struct MountConfig {
     /// project), from the kernel's `usrquota`, `grpquota`, `prjquota`
     /// (`quota` = `usrquota`); usage is tracked on quota images either way.
     pub quota_enforced: u8,
+    /// The kernel's write-back limits for the mount's backing device
+    /// (`max_ratio`, `max_bytes`, `strict_limit` of
+    /// /sys/class/bdi/MAJOR:MINOR), in the order given, set at mount when
+    /// mounting as root; empty keeps FUSE's (1 % of the dirty threshold,
+    /// strictly).
+    pub dirty_limits: Vec<(String, u64)>,
 }
+
+/// The backing device's write-back limits a mount may set, with the
+/// largest value each takes: `max_ratio` (percent of the system's dirty
+/// threshold this device may hold), `max_bytes` (the same limit in bytes;
+/// the kernel keeps one limit, so the later of the two wins) and
+/// `strict_limit` (1: the device is held to its limit even while the
+/// system as a whole is below its dirty threshold).
+pub const DIRTY_LIMITS: &[(&str, u64)] = &[
+    ("max_ratio", 100),
+    ("max_bytes", u64::MAX),
+    ("strict_limit", 1),
+];
 
 /// Default readahead window (KiB): large enough that a sequential reader
 /// keeps several 1 MiB requests in flight (docs/PERFORMANCE.md, W4 reads
@@ -78,6 +96,7 @@ impl Default for MountConfig {
             compress: CompressOptions::default(),
             read_ahead_kb: DEFAULT_READ_AHEAD_KB,
             quota_enforced: 0,
+            dirty_limits: Vec::new(),
         }
     }
 }
@@ -88,7 +107,7 @@ const MAX_READ_AHEAD_KB: u32 = 1 << 20;
 /// The options `-o` accepts, for error messages and `--help`.
 pub const OPTIONS_HELP: &str = "ro, rw, allow_other, default_permissions, threads=N, \
      writeback_cache, no_writeback_cache, ttl=SECS, fsname=NAME, read_ahead_kb=KIB, \
-     subtype=NAME, relatime, strictatime, the kernel flags dev, nodev, \
+     subtype=NAME, max_ratio=PCT, max_bytes=BYTES, strict_limit=0|1, relatime, strictatime, the kernel flags dev, nodev, \
      suid, nosuid, exec, noexec, atime, noatime, sync, async, dirsync, and the f2fs tunables as \
      NAME=VALUE (max_victim_search, gc_idle, gc_urgent, gc_urgent_sleep_time, gc_min_sleep_time, \
      gc_max_sleep_time, gc_no_gc_sleep_time, cp_interval, reclaim_segments, min_ssr_sections, \
@@ -113,6 +132,29 @@ impl MountConfig {
     fn set_atime(&mut self, policy: AtimePolicy) {
         self.atime = policy;
         self.kernel_flags.retain(|f| f != "noatime");
+    }
+
+    /// One of [`DIRTY_LIMITS`]; `max_ratio` and `max_bytes` replace each
+    /// other, as they do in the kernel.
+    fn set_dirty_limit(&mut self, name: &str, value: &str) -> Result<(), String> {
+        let max = DIRTY_LIMITS
+            .iter()
+            .find_map(|&(n, max)| (n == name).then_some(max))
+            .unwrap_or(0);
+        let value: u64 = value
+            .parse()
+            .ok()
+            .filter(|v| *v <= max)
+            .ok_or_else(|| format!("option {name}={value}: expected 0 to {max}"))?;
+        let replaced = match name {
+            "max_ratio" => "max_bytes",
+            "max_bytes" => "max_ratio",
+            _ => name,
+        };
+        self.dirty_limits
+            .retain(|(n, _)| n != name && n != replaced);
+        self.dirty_limits.push((name.to_string(), value));
+        Ok(())
     }
 
     /// Applies one comma-separated `-o` list (later options win).
@@ -152,6 +194,9 @@ impl MountConfig {
                     .ok_or_else(|| {
                         format!("option read_ahead_kb={v}: expected 0 to {MAX_READ_AHEAD_KB}")
                     })?;
+            }
+            (name, Some(v)) if DIRTY_LIMITS.iter().any(|(n, _)| *n == name) => {
+                self.set_dirty_limit(name, v)?
             }
             (name, Some(v)) if tunables::lookup(name).is_ok() => {
                 let value = tunables::parse_value(name, v).map_err(|e| format!("option {e}"))?;
@@ -235,6 +280,10 @@ impl MountConfig {
 mod tests {
     use super::*;
 
+    fn named(pairs: &[(&str, u64)]) -> Vec<(String, u64)> {
+        pairs.iter().map(|(n, v)| (n.to_string(), *v)).collect()
+    }
+
     #[test]
     fn compression_options_parse() {
         let mut c = MountConfig::default();
@@ -288,13 +337,31 @@ mod tests {
         c.apply_options("max_victim_search=20,cp_interval=5,gc_urgent=1")
             .unwrap();
         c.apply_options("cp_interval=30").unwrap();
-        let expect = [
-            ("max_victim_search", 20),
-            ("gc_urgent", 1),
-            ("cp_interval", 30),
-        ];
-        let expect: Vec<(String, u64)> = expect.iter().map(|(n, v)| (n.to_string(), *v)).collect();
-        assert_eq!(c.tunables, expect);
+        assert_eq!(
+            c.tunables,
+            named(&[
+                ("max_victim_search", 20),
+                ("gc_urgent", 1),
+                ("cp_interval", 30)
+            ])
+        );
+    }
+
+    #[test]
+    fn dirty_limits_parse_in_order_and_replace_each_other() {
+        let mut c = MountConfig::default();
+        c.apply_options("strict_limit=0,max_ratio=50").unwrap();
+        c.apply_options("max_bytes=1073741824").unwrap();
+        assert_eq!(
+            c.dirty_limits,
+            named(&[("strict_limit", 0), ("max_bytes", 1 << 30)])
+        );
+        c.apply_options("max_ratio=100,strict_limit=1").unwrap();
+        assert_eq!(
+            c.dirty_limits,
+            named(&[("max_ratio", 100), ("strict_limit", 1)])
+        );
+        assert!(MountConfig::default().dirty_limits.is_empty());
     }
 
     #[test]
@@ -315,6 +382,11 @@ mod tests {
             "gc_interval=30",
             "ipu_policy=256",
             "discard_granularity=1",
+            "max_ratio=101",
+            "max_ratio=-1",
+            "strict_limit=2",
+            "max_bytes=lots",
+            "max_ratio",
         ] {
             let err = c.apply_options(bad).unwrap_err();
             assert!(err.contains(bad), "{bad}: {err}");

@@ -354,19 +354,31 @@ pub fn set_read_ahead_of(mountpoint: &Path, kb: u32) {
     }
 }
 
-/// Sets the readahead window of connection `conn` (its backing device
-/// info, named after the mount's device number). FUSE's init only lets a
-/// daemon shrink the kernel's 128 KiB default; sysfs can grow it, as root.
+/// Writes `value` to attribute `name` of connection `conn`'s backing
+/// device info (/sys/class/bdi, named after the mount's device number);
+/// only root may.
+fn set_bdi_attribute(conn: u64, name: &str, value: u64) -> Result<(), String> {
+    let path = format!("/sys/class/bdi/{}:{}/{name}", conn >> 20, conn & 0xfffff);
+    std::fs::write(&path, value.to_string()).map_err(|e| format!("{path}: {e}"))
+}
+
+/// Sets the readahead window of connection `conn`: FUSE's init only lets
+/// a daemon shrink the kernel's 128 KiB default; sysfs can grow it.
 fn set_read_ahead(conn: u64, kb: u32) {
-    let bdi = format!(
-        "/sys/class/bdi/{}:{}/read_ahead_kb",
-        conn >> 20,
-        conn & 0xfffff
-    );
-    if let Err(e) = std::fs::write(&bdi, kb.to_string()) {
-        log(&format!(
-            "readahead window left at the kernel's: {bdi}: {e}"
-        ));
+    if let Err(e) = set_bdi_attribute(conn, "read_ahead_kb", kb.into()) {
+        log(&format!("readahead window left at the kernel's: {e}"));
+    }
+}
+
+/// Sets the write-back limits `-o` asked for (`max_ratio`, `max_bytes`,
+/// `strict_limit`) on connection `conn`'s backing device, in order. FUSE
+/// starts every mount at 1 % of the dirty threshold, strictly: a buffered
+/// writer is throttled once that much waits for the daemon.
+fn set_dirty_limits(conn: u64, limits: &[(String, u64)]) {
+    for (name, value) in limits {
+        if let Err(e) = set_bdi_attribute(conn, name, *value) {
+            log(&format!("write-back limit {name}={value} not set: {e}"));
+        }
     }
 }
 
@@ -531,6 +543,7 @@ fn serve_blocked(
     let conn = connection_of(&mountpoint);
     if let Some(conn) = conn {
         set_read_ahead(conn, cfg.read_ahead_kb);
+        set_dirty_limits(conn, &cfg.dirty_limits);
     }
     let unmounter = session.unmount_callable();
     let done = Arc::new(AtomicBool::new(false));

@@ -1,0 +1,105 @@
+//! `-o max_ratio=PCT,max_bytes=BYTES,strict_limit=0|1`: the mount sets the
+//! write-back limits of its backing device (/sys/class/bdi/MAJOR:MINOR)
+//! when mounted as root; without them the kernel's FUSE defaults stay.
+//! Every mount writes a file and the image must pass fsck.f2fs after.
+//!
+//! Needs root, /dev/fuse, fusermount3 and f2fs-tools; otherwise a skip note.
+
+#[path = "../../engine/tests/support/mod.rs"]
+mod support;
+
+use std::fs;
+use std::os::unix::fs::MetadataExt;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+use support::*;
+
+const LIMITS: [&str; 3] = ["max_ratio", "max_bytes", "strict_limit"];
+
+/// Mounts `img` on `mnt` in the foreground with `opts`, reads the backing
+/// device's limits, writes 8 MiB, unmounts and checks the image.
+fn limits_of_a_mount(img: &Path, mnt: &Path, opts: &str) -> Vec<u64> {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_f2fuse"))
+        .args(["mount", "-f", "-o", opts])
+        .arg(img)
+        .arg(mnt)
+        .stdin(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !is_mounted(mnt) {
+        assert!(
+            Instant::now() < deadline,
+            "mount with {opts} did not appear"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let dev = fs::metadata(mnt).unwrap().dev();
+    let bdi = format!("/sys/class/bdi/{}:{}", libc::major(dev), libc::minor(dev));
+    let limits = LIMITS
+        .iter()
+        .map(|name| {
+            let text = fs::read_to_string(format!("{bdi}/{name}")).unwrap();
+            text.trim().parse().unwrap()
+        })
+        .collect();
+    let data: Vec<u8> = (0..8u32 << 20).map(|i| (i % 251) as u8).collect();
+    fs::write(mnt.join("file"), &data).unwrap();
+    let out = Command::new("fusermount3")
+        .arg("-u")
+        .arg(mnt)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "fusermount3 -u: {out:?}");
+    let status = child.wait().unwrap();
+    assert!(status.success(), "daemon with {opts}: {status:?}");
+    if let Err(report) = fsck_f2fs(img) {
+        panic!("fsck.f2fs after a mount with {opts}:\n{report}");
+    }
+    limits
+}
+
+#[test]
+fn dirty_limit_options_reach_the_backing_device() {
+    if !fuse_available() {
+        return;
+    }
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("SKIPPING test: only root may set /sys/class/bdi limits");
+        return;
+    }
+    let scratch = Scratch::new("mount-dirty-limits");
+    let img = scratch.join("img");
+    mkfs_f2fs(&img, 128 << 20, &[]);
+    let mnt = scratch.join("mnt");
+    fs::create_dir_all(&mnt).unwrap();
+    let mnt = mnt.canonicalize().unwrap();
+
+    // FUSE's own (fs/fuse/inode.c): 1 % of the dirty threshold, strictly.
+    let [ratio, _, strict] = limits_of_a_mount(&img, &mnt, "rw")[..] else {
+        unreachable!()
+    };
+    assert_eq!((ratio, strict), (1, 1), "the kernel's FUSE defaults");
+
+    let [ratio, _, strict] = limits_of_a_mount(&img, &mnt, "max_ratio=40,strict_limit=0")[..]
+    else {
+        unreachable!()
+    };
+    assert_eq!((ratio, strict), (40, 0));
+
+    // The kernel keeps one limit and shows it both ways: bytes are turned
+    // into a (fine-grained) ratio of the current dirty threshold, so what
+    // reads back is close to what was asked, not equal.
+    let asked = 256u64 << 20;
+    let [ratio, bytes, strict] = limits_of_a_mount(&img, &mnt, &format!("max_bytes={asked}"))[..]
+    else {
+        unreachable!()
+    };
+    assert_eq!(strict, 1, "strict_limit left as FUSE sets it");
+    assert!(
+        bytes.abs_diff(asked) <= asked / 100 && ratio != 1,
+        "max_bytes={asked} read back as max_bytes {bytes}, max_ratio {ratio}"
+    );
+}
