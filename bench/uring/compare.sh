@@ -57,6 +57,12 @@ fio_iops() {
 
 daemon_cpu() { awk -v hz="$(getconf CLK_TCK)" '{print ($14+$15)/hz}' "/proc/$DAEMON/stat"; }
 
+# cpu_per_gib C0: the daemon's CPU seconds since C0, per GiB of the W4 file.
+cpu_per_gib() {
+    awk -v a="$1" -v b="$(daemon_cpu)" -v size="$(numfmt --from=iec "${W4_SIZE^^}")" \
+        'BEGIN{printf "%.3f", (b-a)*1073741824/size}'
+}
+
 serve() {
     local flags=${1#*=}
     "$OUT/nullfs_ring" "$MNT" ${flags//,/ } 2>> "$OUT/daemon.log" &
@@ -79,13 +85,13 @@ jobs_on() {
         c0=$(daemon_cpu)
         mib=$(W4_FILE=w4 W4_FILESIZE=$W4_SIZE W4_BS=$bs W4_RW=write W4_OVERWRITE=0 W4_FSYNC=1 fio_mib "$W4_JOB")
         emit "$round" "$mode" "w4-new-$bs" "$mib" MiB/s
-        emit "$round" "$mode" "w4-new-$bs-cpu" "$(awk -v a="$c0" -v b="$(daemon_cpu)" -v gib="$(numfmt --from=iec "${W4_SIZE^^}")" 'BEGIN{printf "%.3f", (b-a)*1073741824/gib}')" daemon_s/GiB
+        emit "$round" "$mode" "w4-new-$bs-cpu" "$(cpu_per_gib "$c0")" daemon_s/GiB
         sync
         echo 3 > /proc/sys/vm/drop_caches
         c0=$(daemon_cpu)
         mib=$(W4_FILE=w4 W4_FILESIZE=$W4_SIZE W4_BS=$bs W4_RW=read W4_OVERWRITE=0 W4_FSYNC=0 fio_mib "$W4_JOB")
         emit "$round" "$mode" "w4-read-$bs" "$mib" MiB/s
-        emit "$round" "$mode" "w4-read-$bs-cpu" "$(awk -v a="$c0" -v b="$(daemon_cpu)" -v gib="$(numfmt --from=iec "${W4_SIZE^^}")" 'BEGIN{printf "%.3f", (b-a)*1073741824/gib}')" daemon_s/GiB
+        emit "$round" "$mode" "w4-read-$bs-cpu" "$(cpu_per_gib "$c0")" daemon_s/GiB
     done
     rm -f "$MNT/w4"
     [[ " $JOBS " == *" dio "* ]] && for jobs in 1 4; do

@@ -5,7 +5,8 @@
 # classic transport), under FUSE's defaults (max_ratio 1, strict_limit 1)
 # and under raised limits, set through /sys/class/bdi/MAJOR:MINOR after
 # mounting (what f2fuse's -o max_ratio=,max_bytes=,strict_limit= do at
-# mount). The settings alternate within each round. Needs root, fio, gcc,
+# mount). The settings alternate within each round; the daemon's CPU per
+# GiB written is recorded with each row. Needs root, fio, gcc,
 # liburing-dev, f2fs-tools and a release f2fuse.
 #
 #   bench/uring/dirty_limits.sh [ROUNDS]
@@ -39,12 +40,16 @@ mount_daemon() {
             rm -f "$IMG"
             truncate -s 4g "$IMG"
             mkfs.f2fs -q -f "$IMG" > /dev/null
-            "$F2FUSE" mount "$IMG" "$MNT" ;;
+            "$F2FUSE" mount "$IMG" "$MNT"
+            DAEMON=$(fuser "$IMG" 2> /dev/null | awk '{print $1}') ;;
         null)
             "$OUT/nullfs_ring" "$MNT" 2>> "$OUT/daemon.log" &
+            DAEMON=$!
             for _ in $(seq 100); do mountpoint -q "$MNT" && break; sleep 0.1; done ;;
     esac
 }
+
+daemon_cpu() { awk -v hz="$(getconf CLK_TCK)" '{print ($14+$15)/hz}' "/proc/$DAEMON/stat"; }
 
 unmount_daemon() {
     umount "$MNT"
@@ -78,8 +83,14 @@ for round in $(seq "$ROUNDS"); do
                 for fsync in 0 1; do
                     rm -f "$MNT/w4"
                     sync
-                    printf '%s\t%s\t%s\tw4-new-%s-fsync%s\t%s\n' "$round" "$daemon" "$name" "$bs" "$fsync" \
-                        "$(w4_write "$bs" "$fsync")" >> "$RESULTS"
+                    c0=$(daemon_cpu)
+                    mib=$(w4_write "$bs" "$fsync")
+                    # The daemon's CPU per GiB, with what write-back left after fio.
+                    sync
+                    cpu=$(awk -v a="$c0" -v b="$(daemon_cpu)" -v size="$(numfmt --from=iec "${W4_SIZE^^}")" \
+                        'BEGIN{printf "%.3f", (b-a)*1073741824/size}')
+                    printf '%s\t%s\t%s\tw4-new-%s-fsync%s\t%s\t%s\n' "$round" "$daemon" "$name" "$bs" \
+                        "$fsync" "$mib" "$cpu" >> "$RESULTS"
                 done
             done
             rm -f "$MNT/w4"
@@ -94,11 +105,13 @@ import collections, statistics, sys
 settings = [s.split("=")[0] for s in sys.argv[2:]]
 runs, keys = collections.defaultdict(list), []
 for line in open(sys.argv[1]):
-    rnd, daemon, setting, job, mib = line.rstrip("\n").split("\t")
+    rnd, daemon, setting, job, mib, cpu = line.rstrip("\n").split("\t")
     runs[(daemon, job, setting)].append(float(mib))
-    if (daemon, job) not in keys:
-        keys.append((daemon, job))
-print("MiB/s, median (min-max) of the rounds")
+    runs[(daemon, job + " daemon s/GiB", setting)].append(float(cpu))
+    for key in [(daemon, job), (daemon, job + " daemon s/GiB")]:
+        if key not in keys:
+            keys.append(key)
+print("MiB/s (daemon CPU s/GiB), median (min-max) of the rounds")
 print("| daemon | job | " + " | ".join(settings) + " |")
 print("|---" * (2 + len(settings)) + "|")
 for daemon, job in keys:
