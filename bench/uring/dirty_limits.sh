@@ -38,7 +38,7 @@ mount_daemon() {
     case $1 in
         f2fuse)
             rm -f "$IMG"
-            truncate -s 4g "$IMG"
+            truncate -s 16g "$IMG"  # room for every job's 1 GiB without cleaning
             mkfs.f2fs -q -f "$IMG" > /dev/null
             "$F2FUSE" mount "$IMG" "$MNT"
             DAEMON=$(fuser "$IMG" 2> /dev/null | awk '{print $1}') ;;
