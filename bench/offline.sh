@@ -26,7 +26,8 @@
 #            mode, only `-i INO` (one file, into ./lost_found, after a y/N prompt); it
 #            dumps each file of f.img, the image f2fuse extract reads. For the small
 #            tree that would be one process per file: not timed.
-# All images have the same SIZE: 1.5 x the tree's allocated bytes + 256 MiB.
+# All images have the same SIZE: 1.5 x (the tree's allocated bytes + 4 KiB per entry, a
+# node block each) + 256 MiB: room for what f2fuse build checks it needs.
 # After the last round (untimed): fsck.f2fs --dry-run of f.img and s.img, e2fsck -fn of
 # e.img; `diff -r --no-dereference` of each extracted tree against the source; a
 # manifest (type, mode, owner, size, mtime, link target) of f2fuse's copy against the
@@ -198,7 +199,7 @@ run_tree() {
     local alloc entries size inodes
     alloc=$(du -s --block-size=1 "$src" | cut -f1)
     entries=$(find "$src" | wc -l)
-    size=$(( (alloc * 3 / 2 + (256 << 20)) >> 20 ))M
+    size=$(( ((alloc + 4096 * entries) * 3 / 2 + (256 << 20)) >> 20 ))M
     inodes=$(( entries + entries / 5 + 1024 ))
     echo "$tree,$src,$entries entries,$((alloc >> 20)) MiB allocated,image $size" >> "$OUTDIR/trees.txt"
     log "$tree tree: $entries entries, $((alloc >> 20)) MiB allocated; images of $size"

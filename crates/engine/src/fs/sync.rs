@@ -175,8 +175,7 @@ impl Fs {
         self.write_quota_files()?;
         let mut cp = self.cp.write();
         let stamp = self.node_stamp(&cp);
-        self.nm
-            .write_nodes(&w.space, stamp, self.nm.dirty_nodes(), NodeMarks::None)?;
+        self.nm.write_dirty_nodes(&w.space, stamp)?;
         let mut space = w.space.lock();
         space.advance_full_logs()?;
         space.write_pending_ssa(&self.dev)?;
