@@ -64,7 +64,8 @@ echo "tree,round,command,seconds,peak_kib" > "$CSV"
 FAILED=0
 
 log() { echo "== $(date +%H:%M:%S) $*" >&2; }
-cleanup() {
+# shellcheck disable=SC2317  # reached through the trap
+cleanup() {  # the EXIT trap: remove the work directory (and the trees unless kept)
     local rc=$?
     rm -rf "$WORK"
     if [[ $KEEP_TREES != 1 ]]; then rm -rf "$SCRATCH"/small-* "$SCRATCH"/big-*; fi
@@ -224,6 +225,7 @@ run_tree() {
                 mapfile -t big_inos < <(inodes_of "$f" "${big_names[@]}")
             fi
             mkdir "$out.d"
+            # shellcheck disable=SC2016  # $0 and $1 are the inner shell's
             timed "$tree" "$round" "dump.f2fs" sh -c 'cd "$1" && shift && for ino; do echo y | dump.f2fs -i "$ino" "$0" || exit 1; done' \
                 "$f" "$out.d" "${big_inos[@]}"
         fi
