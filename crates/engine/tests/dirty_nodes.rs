@@ -6,7 +6,15 @@ mod support;
 
 use f2fuse_engine::mkfs::{format_path, MkfsOptions};
 use f2fuse_layout::F2FS_ROOT_INO as ROOT;
+use std::path::PathBuf;
 use support::*;
+
+fn fresh_fs(scratch: &Scratch) -> (PathBuf, f2fuse_engine::Fs) {
+    let img = scratch.join("img");
+    format_path(&img, Some(64 << 20), &MkfsOptions::default()).unwrap();
+    let fs = open_writable(&img);
+    (img, fs)
+}
 
 #[test]
 fn checkpoints_keep_the_dirty_nodes_within_the_limit() {
@@ -16,9 +24,7 @@ fn checkpoints_keep_the_dirty_nodes_within_the_limit() {
     const LIMIT: usize = 100;
     const FILES: usize = 1000;
     let scratch = Scratch::new("dirty-nodes");
-    let img = scratch.join("img");
-    format_path(&img, Some(64 << 20), &MkfsOptions::default()).unwrap();
-    let fs = open_writable(&img);
+    let (img, fs) = fresh_fs(&scratch);
     fs.set_max_dirty_nodes(LIMIT);
     let dir = fs.mkdir(ROOT, b"d", 0o755, 0, 0).unwrap().ino;
     let before = fs.status().unwrap().checkpoints;
@@ -53,9 +59,7 @@ fn by_default_the_dirty_nodes_wait_for_a_later_checkpoint() {
         return;
     }
     let scratch = Scratch::new("dirty-nodes-default");
-    let img = scratch.join("img");
-    format_path(&img, Some(64 << 20), &MkfsOptions::default()).unwrap();
-    let fs = open_writable(&img);
+    let (img, fs) = fresh_fs(&scratch);
     for i in 0..300 {
         fs.create(ROOT, format!("f{i}").as_bytes(), 0o644, 0, 0)
             .unwrap();
