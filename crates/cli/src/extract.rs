@@ -34,8 +34,9 @@ struct Extractor<'a> {
     /// First host path of each multiply-linked inode, to recreate hard links.
     linked: HashMap<u32, PathBuf>,
     visited_dirs: HashSet<u32>,
-    /// Directories whose times and modes are set after their children.
-    finish_dirs: Vec<(PathBuf, InodeInfo)>,
+    /// Directories whose metadata is set after their children, by inode
+    /// number: read again then, not kept (an inode holds its 4 KiB block).
+    finish_dirs: Vec<(PathBuf, u32)>,
     warnings: Vec<String>,
     /// Entries that could not be read from the image: skipped.
     unreadable: Vec<String>,
@@ -88,8 +89,13 @@ pub fn run(args: &ExtractArgs) -> Result<(), String> {
     };
     ex.extract_dir(&root, &args.dir)?;
     // Children first, so setting a directory's mtime is not undone by writing into it.
-    for (path, inode) in std::mem::take(&mut ex.finish_dirs).into_iter().rev() {
-        ex.apply_metadata(&path, &inode);
+    for (path, ino) in std::mem::take(&mut ex.finish_dirs).into_iter().rev() {
+        match fs.inode(ino) {
+            Ok(inode) => ex.apply_metadata(&path, &inode),
+            Err(e) => ex
+                .warnings
+                .push(format!("{}: metadata: {e}", path.display())),
+        }
     }
     ex.progress.finish_and_clear();
     if !args.quiet {
@@ -127,7 +133,7 @@ impl Extractor<'_> {
                 dir.ino
             ));
         }
-        self.finish_dirs.push((host.to_path_buf(), dir.clone()));
+        self.finish_dirs.push((host.to_path_buf(), dir.ino));
         let entries = match self.fs.read_dir(dir.ino) {
             Ok(entries) => entries,
             Err(e) => {

@@ -100,6 +100,9 @@ pub struct NodeCopy {
 /// two nids sharing a lock never deadlock).
 const NODE_LOCK_STRIPES: usize = 256;
 
+/// Dirty nodes `write_dirty_nodes` copies and writes at a time (4 MiB).
+const WRITE_BATCH_NODES: usize = 1024;
+
 pub struct NodeManager {
     dev: Arc<Device>,
     nat_blkaddr: u32,
@@ -528,19 +531,27 @@ impl NodeManager {
         self.dirty_nodes.lock().nodes.len()
     }
 
-    /// Copies of every dirty node, in nid order, for writing. They stay in
-    /// the cache (readers keep finding them) until `write_nodes` has put
-    /// each on disk and pointed the NAT at it.
-    pub fn dirty_nodes(&self) -> Vec<NodeCopy> {
-        let mut all: Vec<NodeCopy> = self
-            .dirty_nodes
-            .lock()
-            .nodes
-            .iter()
-            .map(|(nid, node)| node.copy(*nid))
-            .collect();
-        all.sort_by_key(|node| node.nid);
-        all
+    /// Writes every dirty node (for a checkpoint, or before cleaning), in
+    /// nid order, copying `WRITE_BATCH_NODES` of them at a time: copying
+    /// all at once doubled the memory the dirty cache holds, and they went
+    /// to disk as one buffer of them all. Each stays in the cache (readers
+    /// keep finding it) until `write_nodes` has put it on disk and pointed
+    /// the NAT at it. The caller holds `op_lock` exclusively, so no node
+    /// becomes dirty meanwhile.
+    pub fn write_dirty_nodes(&self, space: &Mutex<SegmentManager>, stamp: NodeStamp) -> Result<()> {
+        let mut nids: Vec<u32> = self.dirty_nodes.lock().nodes.keys().copied().collect();
+        nids.sort_unstable();
+        for batch in nids.chunks(WRITE_BATCH_NODES) {
+            let copies: Vec<NodeCopy> = {
+                let dirty = self.dirty_nodes.lock();
+                batch
+                    .iter()
+                    .filter_map(|&nid| dirty.nodes.get(&nid).map(|node| node.copy(nid)))
+                    .collect()
+            };
+            self.write_nodes(space, stamp, copies, NodeMarks::None)?;
+        }
+        Ok(())
     }
 
     /// Hands out an unused nid.

@@ -6,7 +6,6 @@ use super::{Fs, Writer};
 use crate::error::Result;
 use crate::gc;
 use crate::lock_order::{self, Level};
-use crate::node::NodeMarks;
 use f2fuse_layout::*;
 use std::time::Duration;
 
@@ -95,12 +94,7 @@ impl Fs {
 
     fn flush_nodes_locked(&self) -> Result<()> {
         let stamp = self.node_stamp(&self.cp.read());
-        self.nm.write_nodes(
-            &self.writer().space,
-            stamp,
-            self.nm.dirty_nodes(),
-            NodeMarks::None,
-        )
+        self.nm.write_dirty_nodes(&self.writer().space, stamp)
     }
 
     /// Whether enough blocks are invalid for background cleaning to be

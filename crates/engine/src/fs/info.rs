@@ -10,6 +10,7 @@ use crate::segment::{AllocStats, SegmentManager};
 use crate::tunables::Tunables;
 use f2fuse_layout::*;
 use parking_lot::Mutex;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 impl Fs {
@@ -145,6 +146,21 @@ impl Fs {
             *w.clock.inodes.write() = InodeClock::Fixed(t);
         }
         self.set_simulated_clock(Duration::ZERO);
+    }
+
+    /// Checkpoint whenever more than `nodes` node blocks wait in memory
+    /// (default 16384, 64 MiB): node blocks reach the disk only at a
+    /// checkpoint, so this bounds the dirty node cache. `f2fuse build`
+    /// lowers it to keep its memory small.
+    pub fn set_max_dirty_nodes(&self, nodes: usize) {
+        if let Some(w) = &self.writer {
+            w.max_dirty_nodes.store(nodes, Ordering::Relaxed);
+        }
+    }
+
+    /// Node blocks changed since the last checkpoint, held in memory.
+    pub fn dirty_node_count(&self) -> usize {
+        self.nm.dirty_node_count()
     }
 
     /// Block allocation counters (blocks per log, SSR blocks, segments opened).

@@ -80,7 +80,7 @@ use locks::{InodeGuard, Locks, Mode, RangeGuard};
 use parking_lot::{Mutex, RwLock, RwLockReadGuard};
 use std::collections::{BTreeSet, HashMap};
 use std::ops::Range;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -150,6 +150,9 @@ struct Writer {
     failed: AtomicBool,
     /// Time since mount (`clock`) of the last checkpoint.
     last_checkpoint: Mutex<Duration>,
+    /// Checkpoint when more node blocks than this wait in memory
+    /// (`Fs::set_max_dirty_nodes`).
+    max_dirty_nodes: AtomicUsize,
     clock: Clock,
     tunables: Mutex<Tunables>,
     cold_exts: Vec<String>,

@@ -1,6 +1,7 @@
 //! Opening an image (read-only or writable, with recovery) and unmounting.
 
 use super::locks::Locks;
+use super::sync::MAX_DIRTY_NODES;
 use super::{Clock, DataPolicyCell, Fs, OpenOptions, Writer};
 use crate::checkpoint::{load_checkpoint, CheckpointState};
 use crate::device::{BlockDevice, Device, FileDevice, FileDeviceOptions, OverlayDevice};
@@ -21,7 +22,7 @@ use f2fuse_layout::*;
 use parking_lot::{Mutex, RwLock, RwLockReadGuard};
 use std::collections::{BTreeSet, HashMap};
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -184,6 +185,7 @@ impl Fs {
             durable_written: AtomicU64::new(0),
             failed: AtomicBool::new(false),
             last_checkpoint: Mutex::new(Duration::ZERO),
+            max_dirty_nodes: AtomicUsize::new(MAX_DIRTY_NODES),
             clock: Clock {
                 mounted_at: Instant::now(),
                 simulated: Mutex::new(None),

@@ -11,8 +11,9 @@ use crate::node::{NodeMarks, NodeStamp};
 use f2fuse_layout::*;
 use std::sync::atomic::Ordering;
 
-/// Checkpoint when this many node blocks wait in memory.
-const MAX_DIRTY_NODES: usize = 16384;
+/// Checkpoint when more node blocks than this (64 MiB) wait in memory,
+/// unless `Fs::set_max_dirty_nodes` says otherwise.
+pub(super) const MAX_DIRTY_NODES: usize = 16384;
 
 impl Fs {
     /// fsync and fdatasync, as the kernel's f2fs_do_sync_file does them
@@ -152,7 +153,7 @@ impl Fs {
         };
         let due = w.clock.since_mount() >= *w.last_checkpoint.lock() + interval;
         if due
-            || self.nm.dirty_node_count() > MAX_DIRTY_NODES
+            || self.nm.dirty_node_count() > w.max_dirty_nodes.load(Ordering::Relaxed)
             || w.space.lock().prefree_segments() > reclaim
         {
             self.checkpoint()?;
@@ -175,8 +176,7 @@ impl Fs {
         self.write_quota_files()?;
         let mut cp = self.cp.write();
         let stamp = self.node_stamp(&cp);
-        self.nm
-            .write_nodes(&w.space, stamp, self.nm.dirty_nodes(), NodeMarks::None)?;
+        self.nm.write_dirty_nodes(&w.space, stamp)?;
         let mut space = w.space.lock();
         space.advance_full_logs()?;
         space.write_pending_ssa(&self.dev)?;
