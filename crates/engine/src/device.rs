@@ -1,6 +1,7 @@
 //! Block devices: an image file or block device node (positioned I/O,
 //! optionally O_DIRECT), and an in-memory device for tests and simulations.
 
+use crate::dentry_cache::DentryCache;
 use crate::error::{Error, Result};
 use crate::stats::ShardedCounters;
 use f2fuse_layout::F2FS_BLKSIZE;
@@ -107,9 +108,12 @@ impl IoStats {
 /// Block-granular access with error context, shared by every subsystem.
 /// Every request names its [`IoKind`] and is counted (sharded: the data
 /// path of many threads must not share a counter).
+/// Single dentry blocks are read through a cache that every write keeps
+/// current (`dentry_cache`); only device reads are counted.
 pub struct Device {
     inner: Box<dyn BlockDevice>,
     counters: ShardedCounters<{ 2 * KINDS + 1 }>,
+    dentries: DentryCache,
 }
 
 impl Device {
@@ -117,6 +121,7 @@ impl Device {
         Device {
             inner,
             counters: ShardedCounters::default(),
+            dentries: DentryCache::default(),
         }
     }
 
@@ -146,6 +151,27 @@ impl Device {
 
     /// Reads consecutive blocks into `buf` (a multiple of 4 KiB).
     pub fn read_blocks(&self, kind: IoKind, blkaddr: u64, buf: &mut [u8]) -> Result<()> {
+        if kind == IoKind::DirData && buf.len() == F2FS_BLKSIZE {
+            return self.read_dentry_block(blkaddr, buf);
+        }
+        self.read_from_device(kind, blkaddr, buf)
+    }
+
+    fn read_dentry_block(&self, blkaddr: u64, buf: &mut [u8]) -> Result<()> {
+        match self.dentries.get(blkaddr) {
+            Ok(block) => {
+                buf.copy_from_slice(&block);
+                Ok(())
+            }
+            Err(miss) => {
+                let read = self.read_from_device(IoKind::DirData, blkaddr, buf);
+                self.dentries.fill(miss, read.is_ok().then_some(&*buf));
+                read
+            }
+        }
+    }
+
+    fn read_from_device(&self, kind: IoKind, blkaddr: u64, buf: &mut [u8]) -> Result<()> {
         debug_assert!(buf.len().is_multiple_of(F2FS_BLKSIZE));
         let end = blkaddr + (buf.len() / F2FS_BLKSIZE) as u64;
         if end > self.block_count() {
@@ -166,9 +192,11 @@ impl Device {
 
     pub fn write_blocks(&self, kind: IoKind, blkaddr: u64, buf: &[u8]) -> Result<()> {
         debug_assert!(buf.len().is_multiple_of(F2FS_BLKSIZE));
-        self.inner
-            .write_at(blkaddr * F2FS_BLKSIZE as u64, buf)
-            .map_err(|e| Error::io(format!("writing blkaddr {blkaddr}"), e))?;
+        let written = self.inner.write_at(blkaddr * F2FS_BLKSIZE as u64, buf);
+        // After the write (failed or not): a read that starts later sees it.
+        self.dentries
+            .written(blkaddr, (buf.len() / F2FS_BLKSIZE) as u64);
+        written.map_err(|e| Error::io(format!("writing blkaddr {blkaddr}"), e))?;
         self.counters.add(KINDS + kind as usize, buf.len() as u64);
         Ok(())
     }

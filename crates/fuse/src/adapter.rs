@@ -853,23 +853,27 @@ macro_rules! ino_or_reply {
 
 impl Filesystem for F2fsFuse {
     fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> io::Result<()> {
+        // NAMESPACE_OPTIONS: we drop set-user-ID, set-group-ID and
+        // capabilities on write, truncate and chown ourselves
+        // (HANDLE_KILLPRIV_V2); in return the kernel stops asking for
+        // security.capability before every write (SB_NOSEC).
         let mut want = crate::request_io_options(config, self.cfg.writeback_cache)
-            | InitFlags::FUSE_DO_READDIRPLUS
-            | InitFlags::FUSE_READDIRPLUS_AUTO
-            | InitFlags::FUSE_PARALLEL_DIROPS
+            | crate::NAMESPACE_OPTIONS
             | InitFlags::FUSE_CACHE_SYMLINKS
             // Shared mmap of files opened in low-space (direct I/O) mode.
-            | InitFlags::FUSE_DIRECT_IO_ALLOW_MMAP
-            // We drop set-user-ID, set-group-ID and capabilities on write,
-            // truncate and chown ourselves; in return the kernel stops asking
-            // for security.capability before every write (SB_NOSEC).
-            | InitFlags::FUSE_HANDLE_KILLPRIV_V2;
+            | InitFlags::FUSE_DIRECT_IO_ALLOW_MMAP;
         // With ACLs the daemon keeps mode and ACLs in step, makes new
         // inodes inherit default ACLs and applies the umask where none is
         // inherited. The kernel checks permissions against them with
         // `default_permissions` (FUSE_POSIX_ACL, which implies it); our own
         // checks do without it (the kernel then passes the ACL xattrs on
         // as they are, since Linux 6.2).
+        if !self.cfg.default_permissions {
+            // Our names get entry timeout 0 (`entry_ttl`), so the kernel
+            // looks each one up again before using it: attributes handed
+            // out with a listing would only double the work per name.
+            want.remove(InitFlags::FUSE_DO_READDIRPLUS | InitFlags::FUSE_READDIRPLUS_AUTO);
+        }
         let acl = if self.cfg.default_permissions {
             InitFlags::FUSE_POSIX_ACL | InitFlags::FUSE_DONT_MASK
         } else {

@@ -346,6 +346,15 @@ pub fn request_io_options(config: &mut KernelConfig, writeback_cache: bool) -> I
     want
 }
 
+/// The namespace part of FUSE init, shared with the null file system:
+/// listings with attributes (readdirplus, adaptive), lookups and creates
+/// in one directory in parallel, and privileges dropped on write by the
+/// daemon (so the kernel asks no GETXATTR security.capability per write).
+pub const NAMESPACE_OPTIONS: InitFlags = InitFlags::FUSE_DO_READDIRPLUS
+    .union(InitFlags::FUSE_READDIRPLUS_AUTO)
+    .union(InitFlags::FUSE_PARALLEL_DIROPS)
+    .union(InitFlags::FUSE_HANDLE_KILLPRIV_V2);
+
 /// Sets the readahead window of the FUSE mount at `mountpoint` (see
 /// [`set_read_ahead`]); for the benchmarks' null file system.
 pub fn set_read_ahead_of(mountpoint: &Path, kb: u32) {
