@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # bench/smallfiles.sh -- a tree of small files (issue 17): cold `du -s` and cold
 # `tar cf - . | cat` on ext4 on a loop device, the raw directory, the null FUSE
-# file system and f2fuse (optionally a second f2fuse binary, for A/B in one run);
+# file system and f2fuse (mounted as by default, and -o default_permissions; optionally
+# a second f2fuse binary, for A/B in one run);
 # and W2's fill phase (32 KiB file creates) on the null file system and f2fuse.
 # Root only. One command:
 #
@@ -19,7 +20,8 @@
 #
 # Knobs (environment):
 #   DIRS=200 FILES=1000 MAX_BYTES=3000 SEED=17 ROUNDS=3
-#   PEERS="ext4 raw null f2fuse"     f2fuse-b is added when F2FUSE_B is set
+#   PEERS="ext4 raw null f2fuse f2fuse-dp"   f2fuse-dp: mounted -o default_permissions;
+#                                    f2fuse-b is added when F2FUSE_B is set
 #   F2FUSE=<repo>/target/release/f2fuse  (built when unset)
 #   F2FUSE_B=                        a second f2fuse binary (label f2fuse-b)
 #   F2FUSE_OPTS=                     `-o` options for every f2fuse mount
@@ -41,7 +43,7 @@ log() { echo "== $(date +%H:%M:%S) $*" >&2; }
 
 DIRS=${DIRS:-200} FILES=${FILES:-1000} MAX_BYTES=${MAX_BYTES:-3000} SEED=${SEED:-17}
 ROUNDS=${ROUNDS:-3} LOOP_DIO=${LOOP_DIO:-off} W2_MB=${W2_MB:-256}
-PEERS=${PEERS:-"ext4 raw null f2fuse"}
+PEERS=${PEERS:-"ext4 raw null f2fuse f2fuse-dp"}
 F2FUSE_B=${F2FUSE_B:-}
 [[ -n $F2FUSE_B ]] && PEERS="$PEERS f2fuse-b"
 F2FUSE_OPTS=${F2FUSE_OPTS:-}
@@ -65,8 +67,8 @@ echo "round,peer,test,seconds,extra" > "$CSV"
 } > "$OUTDIR/env.txt"
 
 # ---- mounts: every peer stays set up for the whole run ----
-declare -A MNT PID IMG BIN
-LOOP=""
+declare -A MNT PID IMG BIN OPTS
+LOOP="" BUILT=""
 cleanup() {
     local rc=$? p
     set +e
@@ -97,7 +99,7 @@ wait_mounted() {  # wait_mounted PEER
 
 mount_f2fuse() {  # mount_f2fuse PEER
     local args=()
-    [[ -n $F2FUSE_OPTS ]] && args=(-o "$F2FUSE_OPTS")
+    [[ -n ${OPTS[$1]} ]] && args=(-o "${OPTS[$1]}")
     "${BIN[$1]}" mount "${IMG[$1]}" "${MNT[$1]}" -f "${args[@]}" >> "$OUTDIR/logs/$1.log" 2>&1 &
     PID[$1]=$!
     wait_mounted "$1"
@@ -157,17 +159,26 @@ for p in $PEERS; do
             start_null null "$SCRATCH/mnt-null"
             log "null: copying the tree (sizes only)"
             cp -r "$STAGE/." "${MNT[null]}/" ;;
-        f2fuse|f2fuse-b)
-            BIN[$p]=$F2FUSE
+        f2fuse|f2fuse-b|f2fuse-dp)
+            BIN[$p]=$F2FUSE OPTS[$p]=$F2FUSE_OPTS
             [[ $p == f2fuse-b ]] && BIN[$p]=$F2FUSE_B
+            [[ $p == f2fuse-dp ]] && OPTS[$p]=${F2FUSE_OPTS:+$F2FUSE_OPTS,}default_permissions
             IMG[$p]=$SCRATCH/$p.img MNT[$p]=$SCRATCH/mnt-$p
             rm -f "${IMG[$p]}"; mkdir -p "${MNT[$p]}"
-            log "$p: f2fuse build"
-            "${BIN[$p]}" build "$STAGE" "${IMG[$p]}" --size "${IMG_MB}M" > "$OUTDIR/logs/$p.build.log" 2>&1 \
-                || die "$p build failed: $(tail -c 400 "$OUTDIR/logs/$p.build.log")"
-            mount_f2fuse "$p" ;;
-        *) die "unknown peer $p (ext4 raw null f2fuse)" ;;
+            if [[ -z $BUILT ]]; then
+                log "$p: f2fuse build"
+                "${BIN[$p]}" build "$STAGE" "${IMG[$p]}" --size "${IMG_MB}M" > "$OUTDIR/logs/$p.build.log" 2>&1 \
+                    || die "$p build failed: $(tail -c 400 "$OUTDIR/logs/$p.build.log")"
+                BUILT=${IMG[$p]}
+            else
+                cp --sparse=always "$BUILT" "${IMG[$p]}"
+            fi ;;
+        *) die "unknown peer $p (ext4 raw null f2fuse f2fuse-dp)" ;;
     esac
+done
+
+for p in $PEERS; do
+    if [[ $p == f2fuse* ]]; then mount_f2fuse "$p"; fi
 done
 
 # ---- timed commands ----

@@ -1475,7 +1475,7 @@ fn caches_never_show_stale_data_after_changes_through_the_mount() {
             "-o {opts}"
         );
         writer.sync_all().unwrap();
-        drop(writer);
+        drop((writer, reader));
         assert_eq!(
             other("later"),
             format!("{} 5001 644 1", ino_of("later")),

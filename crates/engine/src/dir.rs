@@ -85,10 +85,7 @@ impl Wanted<'_> {
     fn find<'b>(&self, set: &DentrySet<'b>) -> Result<Option<DentryRef<'b>>> {
         match self {
             Wanted::Plain(name) => Ok(set.find(name)?),
-            Wanted::NoKey(name) => Ok(set
-                .entries()?
-                .into_iter()
-                .find(|e| e.hash_code == name.hash && name.matches(e.name))),
+            Wanted::NoKey(name) => Ok(set.find_where(name.hash, |stored| name.matches(stored))?),
         }
     }
 }

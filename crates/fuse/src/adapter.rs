@@ -872,7 +872,7 @@ impl Filesystem for F2fsFuse {
             // Our names get entry timeout 0 (`entry_ttl`), so the kernel
             // looks each one up again before using it: attributes handed
             // out with a listing would only double the work per name.
-            want.remove(InitFlags::FUSE_DO_READDIRPLUS | InitFlags::FUSE_READDIRPLUS_AUTO);
+            want.remove(InitFlags::FUSE_DO_READDIRPLUS);
         }
         let acl = if self.cfg.default_permissions {
             InitFlags::FUSE_POSIX_ACL | InitFlags::FUSE_DONT_MASK
@@ -1197,7 +1197,10 @@ impl Filesystem for F2fsFuse {
         _lock_owner: LockOwner,
         reply: ReplyEmpty,
     ) {
-        reply.ok();
+        // Nothing to do on close (no POSIX locks are negotiated; the kernel
+        // writes dirty pages back before it would send FLUSH either way):
+        // ENOSYS makes it stop sending one per close.
+        reply.error(Errno::ENOSYS);
     }
 
     fn release(

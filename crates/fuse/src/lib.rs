@@ -347,11 +347,14 @@ pub fn request_io_options(config: &mut KernelConfig, writeback_cache: bool) -> I
 }
 
 /// The namespace part of FUSE init, shared with the null file system:
-/// listings with attributes (readdirplus, adaptive), lookups and creates
-/// in one directory in parallel, and privileges dropped on write by the
-/// daemon (so the kernel asks no GETXATTR security.capability per write).
+/// every listing with attributes (readdirplus; not READDIRPLUS_AUTO, under
+/// which the kernel asks for them only in a listing's first request or
+/// after a lookup in the directory, so `du`, `ls -l` and `tar`, which
+/// list a directory before they stat its names, would look every name up
+/// again), lookups and creates in one directory in parallel, and
+/// privileges dropped on write by the daemon (so the kernel asks no
+/// GETXATTR security.capability per write).
 pub const NAMESPACE_OPTIONS: InitFlags = InitFlags::FUSE_DO_READDIRPLUS
-    .union(InitFlags::FUSE_READDIRPLUS_AUTO)
     .union(InitFlags::FUSE_PARALLEL_DIROPS)
     .union(InitFlags::FUSE_HANDLE_KILLPRIV_V2);
 
