@@ -1552,6 +1552,39 @@ fn sh_in_groups(uid: u32, groups: &[u32], dir: &Path, script: &str) -> Result<St
     }
 }
 
+/// Names the kernel cached while anyone could search their directory
+/// stop working for those a later chmod, ACL or move shuts out, at once:
+/// without `default_permissions` a cached name skips our check, so the
+/// daemon has the kernel drop its names before it answers such a change.
+#[test]
+fn cached_names_do_not_outlive_a_loss_of_search_permission() {
+    on_shared_mounts(
+        "mount-perm-cached-names",
+        |m| {
+            let root = |script: &str| sh_as(0, &m.mnt, script).unwrap();
+            let nobody = |script: &str| sh_as(NOBODY, &m.mnt, script);
+            root("mkdir -m 755 open moved private && mkdir -m 700 closed");
+            root("echo a > open/a && echo b > moved/b && echo c > private/c");
+            root("chmod 644 open/a moved/b private/c && chmod 711 private");
+            for _ in 0..2 {
+                // Looked up (and cached, where that is allowed) by nobody.
+                assert_eq!(nobody("cat open/a moved/b private/c").unwrap(), "a\nb\nc\n");
+            }
+            root("chmod 700 open");
+            assert!(nobody("cat open/a").is_err(), "chmod 700 of the directory");
+            root("mv moved/b closed/b");
+            assert!(nobody("cat closed/b").is_err(), "moved into a 0700 directory");
+            if require_tool("setfacl") {
+                root(&format!("setfacl -m u:{NOBODY}:--- private"));
+                assert!(nobody("cat private/c").is_err(), "an ACL entry denying search");
+            }
+            root("chmod 755 open");
+            assert_eq!(nobody("cat open/a").unwrap(), "a\n", "searchable again");
+        },
+        |_| {},
+    );
+}
+
 /// setfacl/getfacl on a shared mount: with `default_permissions`
 /// (FUSE_POSIX_ACL) the kernel enforces the ACLs for other users, without
 /// it the daemon does; chmod and the ACL stay in step, new files inherit

@@ -25,6 +25,7 @@ use parking_lot::{Condvar, Mutex};
 use std::ffi::CString;
 use std::fs::File;
 use std::io;
+use std::os::fd::AsFd;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
 use std::os::unix::io::AsRawFd;
@@ -539,6 +540,10 @@ fn serve_blocked(
     let mut session = Session::new(adapter, mountpoint, &fuser_config(image, cfg))
         .map_err(|e| format!("mounting on {}: {e}", mountpoint.display()))?;
     shared.set_notifier(session.notifier());
+    match session.as_fd().try_clone_to_owned() {
+        Ok(device) => shared.set_device(device),
+        Err(e) => log(&format!("no names cached without default_permissions: {e}")),
+    }
     let mountpoint: PathBuf = mountpoint.to_path_buf();
     let conn = connection_of(&mountpoint);
     if let Some(conn) = conn {
