@@ -1573,10 +1573,16 @@ fn cached_names_do_not_outlive_a_loss_of_search_permission() {
             root("chmod 700 open");
             assert!(nobody("cat open/a").is_err(), "chmod 700 of the directory");
             root("mv moved/b closed/b");
-            assert!(nobody("cat closed/b").is_err(), "moved into a 0700 directory");
+            assert!(
+                nobody("cat closed/b").is_err(),
+                "moved into a 0700 directory"
+            );
             if require_tool("setfacl") {
                 root(&format!("setfacl -m u:{NOBODY}:--- private"));
-                assert!(nobody("cat private/c").is_err(), "an ACL entry denying search");
+                assert!(
+                    nobody("cat private/c").is_err(),
+                    "an ACL entry denying search"
+                );
             }
             root("chmod 755 open");
             assert_eq!(nobody("cat open/a").unwrap(), "a\n", "searchable again");
