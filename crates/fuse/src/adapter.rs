@@ -1492,6 +1492,10 @@ impl Filesystem for F2fsFuse {
                 .map_err(|e| errno(&e))
         });
         if result.is_ok() && name.as_bytes() == AclKind::Access.xattr_name() {
+            // The ACL's mask became the mode's group bits, which the kernel
+            // does not know of (it has the mode cached for the attribute
+            // timeout, and paths to the file for the entry timeout).
+            self.shared.forget_attributes(ino);
             self.after_search_change(ino);
         }
         match result {
