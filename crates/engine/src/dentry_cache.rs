@@ -12,9 +12,12 @@
 //! Its mutex is a leaf lock (level 8 of the lock order), never held during
 //! I/O.
 
-use crate::device::Block;
 use parking_lot::Mutex;
 use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+
+/// A cached dentry block, shared with the readers that asked for it.
+pub type DentryBlock = Arc<[u8]>;
 
 /// Blocks kept (16 MiB): the dentry blocks of some 250,000 entries.
 pub const DENTRY_CACHE_BLOCKS: usize = 4096;
@@ -26,7 +29,7 @@ pub struct DentryCache {
 
 #[derive(Default)]
 struct Inner {
-    blocks: HashMap<u64, Block>,
+    blocks: HashMap<u64, DentryBlock>,
     /// Insertion order, for eviction (first in, first out). May name
     /// addresses dropped since; never longer than the capacity.
     order: VecDeque<u64>,
@@ -42,7 +45,7 @@ pub struct PendingRead {
 
 impl DentryCache {
     /// The cached block at `blkaddr`, or a registered miss to read.
-    pub fn get(&self, blkaddr: u64) -> Result<Block, PendingRead> {
+    pub fn get(&self, blkaddr: u64) -> Result<DentryBlock, PendingRead> {
         let mut inner = self.inner.lock();
         if let Some(block) = inner.blocks.get(&blkaddr) {
             return Ok(block.clone());
@@ -53,7 +56,7 @@ impl DentryCache {
 
     /// Ends a miss: `block` (the device's contents, or `None` if the read
     /// failed) is kept unless a write reached the address meanwhile.
-    pub fn fill(&self, miss: PendingRead, block: Option<&[u8]>) {
+    pub fn fill(&self, miss: PendingRead, block: Option<&DentryBlock>) {
         let mut inner = self.inner.lock();
         let addr = miss.blkaddr;
         let Some((readers, overwritten)) = inner.reading.get_mut(&addr) else {
@@ -67,7 +70,7 @@ impl DentryCache {
         let Some(block) = block.filter(|_| keep) else {
             return;
         };
-        if inner.blocks.insert(addr, block.into()).is_none() {
+        if inner.blocks.insert(addr, block.clone()).is_none() {
             inner.order.push_back(addr);
             while inner.order.len() > DENTRY_CACHE_BLOCKS {
                 if let Some(old) = inner.order.pop_front() {
@@ -106,8 +109,8 @@ impl DentryCache {
 mod tests {
     use super::*;
 
-    fn block(byte: u8) -> Vec<u8> {
-        vec![byte; 4096]
+    fn block(byte: u8) -> DentryBlock {
+        vec![byte; 4096].into()
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! Block devices: an image file or block device node (positioned I/O,
 //! optionally O_DIRECT), and an in-memory device for tests and simulations.
 
-use crate::dentry_cache::DentryCache;
+use crate::dentry_cache::{DentryBlock, DentryCache};
 use crate::error::{Error, Result};
 use crate::stats::ShardedCounters;
 use f2fuse_layout::F2FS_BLKSIZE;
@@ -9,6 +9,7 @@ use parking_lot::RwLock;
 use std::fs::{File, OpenOptions};
 use std::io;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::os::unix::io::AsRawFd;
 use std::path::Path;
 
 /// Byte-addressed storage the file system lives on. Implementations are
@@ -19,6 +20,9 @@ pub trait BlockDevice: Send + Sync {
     fn flush(&self) -> io::Result<()>;
     /// Size in bytes.
     fn size(&self) -> u64;
+    /// A hint that `len` bytes from `offset` will be read soon (read ahead
+    /// into a cache, if the device has one). Nothing by default.
+    fn will_need(&self, _offset: u64, _len: u64) {}
 }
 
 /// One 4 KiB block.
@@ -152,21 +156,23 @@ impl Device {
     /// Reads consecutive blocks into `buf` (a multiple of 4 KiB).
     pub fn read_blocks(&self, kind: IoKind, blkaddr: u64, buf: &mut [u8]) -> Result<()> {
         if kind == IoKind::DirData && buf.len() == F2FS_BLKSIZE {
-            return self.read_dentry_block(blkaddr, buf);
+            buf.copy_from_slice(&self.dentry_block(blkaddr)?);
+            return Ok(());
         }
         self.read_from_device(kind, blkaddr, buf)
     }
 
-    fn read_dentry_block(&self, blkaddr: u64, buf: &mut [u8]) -> Result<()> {
+    /// The dentry block at `blkaddr`, from the cache when it is there
+    /// (shared, not copied).
+    pub fn dentry_block(&self, blkaddr: u64) -> Result<DentryBlock> {
         match self.dentries.get(blkaddr) {
-            Ok(block) => {
-                buf.copy_from_slice(&block);
-                Ok(())
-            }
+            Ok(block) => Ok(block),
             Err(miss) => {
-                let read = self.read_from_device(IoKind::DirData, blkaddr, buf);
-                self.dentries.fill(miss, read.is_ok().then_some(&*buf));
-                read
+                let mut block = zero_block();
+                let read = self.read_from_device(IoKind::DirData, blkaddr, &mut block);
+                let block = DentryBlock::from(block);
+                self.dentries.fill(miss, read.is_ok().then_some(&block));
+                read.map(|()| block)
             }
         }
     }
@@ -199,6 +205,15 @@ impl Device {
         written.map_err(|e| Error::io(format!("writing blkaddr {blkaddr}"), e))?;
         self.counters.add(KINDS + kind as usize, buf.len() as u64);
         Ok(())
+    }
+
+    /// Starts reading the given runs of blocks (start, count) into the host's
+    /// page cache, without waiting: they are about to be read one by one.
+    pub fn will_need(&self, runs: impl IntoIterator<Item = (u64, u64)>) {
+        let bs = F2FS_BLKSIZE as u64;
+        for (start, count) in runs {
+            self.inner.will_need(start * bs, count * bs);
+        }
     }
 
     pub fn flush(&self) -> Result<()> {
@@ -295,6 +310,20 @@ impl BlockDevice for FileDevice {
 
     fn size(&self) -> u64 {
         self.size
+    }
+
+    fn will_need(&self, offset: u64, len: u64) {
+        if !self.direct {
+            // SAFETY: a valid descriptor; the hint reads nothing of ours.
+            unsafe {
+                libc::posix_fadvise(
+                    self.file.as_raw_fd(),
+                    offset as libc::off_t,
+                    len as libc::off_t,
+                    libc::POSIX_FADV_WILLNEED,
+                );
+            }
+        }
     }
 }
 

@@ -1386,6 +1386,11 @@ impl Filesystem for F2fsFuse {
             Ok(list) => list,
             Err(e) => return reply.error(e),
         };
+        if offset == 0 {
+            // Every entry's inode is read for this listing: ask the device
+            // for them all at once, in address order.
+            self.fs.prefetch_inodes(list.iter().map(|e| e.ino));
+        }
         let ttl = self.entry_ttl(dir);
         for (i, entry) in list.iter().enumerate().skip(offset as usize) {
             let dot = entry.name == b"." || entry.name == b"..";
