@@ -158,6 +158,13 @@ impl NullFs {
         self.tree.lock().attr_of(ino)
     }
 
+    fn reply_removed(&self, parent: INodeNo, name: &OsStr, dir: bool, reply: ReplyEmpty) {
+        match self.tree.lock().remove(parent.0, name, dir) {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(e),
+        }
+    }
+
     fn set_size(&self, ino: u64, size: impl FnOnce(u64) -> u64) {
         if let Some(node) = self.tree.lock().nodes.get_mut(&ino) {
             node.size = size(node.size);
@@ -242,17 +249,11 @@ impl Filesystem for NullFs {
     }
 
     fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        match self.tree.lock().remove(parent.0, name, false) {
-            Ok(()) => reply.ok(),
-            Err(e) => reply.error(e),
-        }
+        self.reply_removed(parent, name, false, reply);
     }
 
     fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        match self.tree.lock().remove(parent.0, name, true) {
-            Ok(()) => reply.ok(),
-            Err(e) => reply.error(e),
-        }
+        self.reply_removed(parent, name, true, reply);
     }
 
     fn open(&self, _req: &Request, _ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
