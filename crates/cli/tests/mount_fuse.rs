@@ -1362,6 +1362,165 @@ fn kernel_write_times_reach_the_image() {
     );
 }
 
+/// What another process sees of `name` in `dir`: `stat -c '%i %s %a %h'`
+/// (inode, size, mode, links), or "missing".
+fn seen_by_another_process(dir: &Path, name: &str) -> String {
+    sh_as(
+        0,
+        dir,
+        &format!("stat -c '%i %s %a %h' {name} 2>/dev/null || echo missing"),
+    )
+    .unwrap()
+    .trim()
+    .to_string()
+}
+
+/// The kernel caches names (also misses) and attributes for the mount's
+/// timeouts (1 s) and lists with attributes: every change made through
+/// the mount must show at once, to this process (std::fs) and to another
+/// one (stat(1)), whatever was cached just before it. The daemon is the
+/// only writer, so the kernel's own invalidation on each change is all
+/// that keeps them current. Both ways the names are cached: with
+/// `default_permissions` (entries live for the timeout, listings carry
+/// attributes) and without (entries are looked up again on each use).
+#[test]
+fn caches_never_show_stale_data_after_changes_through_the_mount() {
+    if !fuse_available() || !require_tool("stat") {
+        return;
+    }
+    for opts in ["default_permissions", ""] {
+        let scratch = Scratch::new("mount-caches");
+        let img = scratch.join("img");
+        f2fuse_mkfs(&img, "64M");
+        let m = Mount::new(&img, &scratch.join("mnt"), opts);
+        let dir = m.path("d");
+        fs::create_dir(&dir).unwrap();
+        let at = |name: &str| dir.join(name);
+        let other = |name: &str| seen_by_another_process(&dir, name);
+        let ino_of = |name: &str| fs::metadata(at(name)).unwrap().ino();
+        let cache_everything = || {
+            // A listing with attributes, then every name looked up and stat'ed.
+            for entry in fs::read_dir(&dir).unwrap() {
+                let entry = entry.unwrap();
+                let _ = entry.metadata();
+                let _ = other(&entry.file_name().to_string_lossy());
+            }
+        };
+
+        // Rename over an existing name.
+        fs::write(at("a"), b"AAAA").unwrap();
+        fs::write(at("b"), b"BB").unwrap();
+        let a_ino = ino_of("a");
+        cache_everything();
+        fs::rename(at("a"), at("b")).unwrap();
+        assert_eq!(fs::read(at("b")).unwrap(), b"AAAA", "-o {opts}");
+        assert_eq!(other("b"), format!("{a_ino} 4 644 1"), "-o {opts}");
+        assert_eq!(other("a"), "missing", "-o {opts}");
+        assert!(fs::metadata(at("a")).is_err(), "-o {opts}");
+
+        // Unlink, and a new file under the same name.
+        let old_ino = ino_of("b");
+        cache_everything();
+        fs::remove_file(at("b")).unwrap();
+        assert_eq!(other("b"), "missing", "-o {opts}");
+        fs::write(at("b"), b"new contents").unwrap();
+        let new_ino = ino_of("b");
+        assert_ne!(new_ino, old_ino, "-o {opts}");
+        assert_eq!(other("b"), format!("{new_ino} 12 644 1"), "-o {opts}");
+
+        // A miss cached, then the name created (by another process, and by us).
+        assert_eq!(other("late"), "missing", "-o {opts}");
+        assert!(fs::metadata(at("late")).is_err(), "-o {opts}");
+        sh_as(0, &dir, "echo hi > late").unwrap();
+        assert_eq!(fs::read(at("late")).unwrap(), b"hi\n", "-o {opts}");
+        assert!(fs::metadata(at("later")).is_err(), "-o {opts}");
+        fs::write(at("later"), b"x").unwrap();
+        assert_eq!(
+            other("later"),
+            format!("{} 1 644 1", ino_of("later")),
+            "-o {opts}"
+        );
+
+        // chmod, and truncate by another process.
+        cache_everything();
+        fs::set_permissions(at("late"), fs::Permissions::from_mode(0o600)).unwrap();
+        assert_eq!(
+            other("late"),
+            format!("{} 3 600 1", ino_of("late")),
+            "-o {opts}"
+        );
+        sh_as(0, &dir, "truncate -s 10000 late").unwrap();
+        assert_eq!(fs::metadata(at("late")).unwrap().len(), 10000, "-o {opts}");
+        fs::File::options()
+            .write(true)
+            .open(at("late"))
+            .unwrap()
+            .set_len(7)
+            .unwrap();
+        assert_eq!(
+            other("late"),
+            format!("{} 7 600 1", ino_of("late")),
+            "-o {opts}"
+        );
+
+        // A write through one descriptor, the size seen through another
+        // and by another process, before and after the write-back.
+        let writer = fs::File::options().append(true).open(at("later")).unwrap();
+        (&writer).write_all(&[7u8; 5000]).unwrap();
+        let reader = fs::File::open(at("later")).unwrap();
+        assert_eq!(reader.metadata().unwrap().len(), 5001, "-o {opts}");
+        assert_eq!(
+            other("later"),
+            format!("{} 5001 644 1", ino_of("later")),
+            "-o {opts}"
+        );
+        writer.sync_all().unwrap();
+        drop((writer, reader));
+        assert_eq!(
+            other("later"),
+            format!("{} 5001 644 1", ino_of("later")),
+            "-o {opts}"
+        );
+
+        // Hard links: every name shows the link count.
+        let ino = ino_of("later");
+        cache_everything();
+        sh_as(0, &dir, "ln later linked").unwrap();
+        assert_eq!(fs::metadata(at("later")).unwrap().nlink(), 2, "-o {opts}");
+        assert_eq!(other("linked"), format!("{ino} 5001 644 2"), "-o {opts}");
+        fs::hard_link(at("later"), at("third")).unwrap();
+        assert_eq!(other("linked"), format!("{ino} 5001 644 3"), "-o {opts}");
+        cache_everything();
+        fs::remove_file(at("later")).unwrap();
+        assert_eq!(other("third"), format!("{ino} 5001 644 2"), "-o {opts}");
+        assert_eq!(fs::metadata(at("linked")).unwrap().nlink(), 2, "-o {opts}");
+
+        // Directories: a new one, one renamed over an empty one, removed.
+        fs::create_dir(at("sub")).unwrap();
+        fs::create_dir(at("empty")).unwrap();
+        cache_everything();
+        let sub_ino = ino_of("sub");
+        fs::rename(at("sub"), at("empty")).unwrap();
+        assert_eq!(ino_of("empty"), sub_ino, "-o {opts}");
+        assert_eq!(other("sub"), "missing", "-o {opts}");
+        fs::remove_dir(at("empty")).unwrap();
+        assert_eq!(other("empty"), "missing", "-o {opts}");
+
+        // The listing holds exactly the names there are now.
+        let mut names: Vec<String> = fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        assert_eq!(names, ["b", "late", "linked", "third"], "-o {opts}");
+        m.unmount();
+        fsck_clean(&img, &format!("cache checks with -o {opts}"));
+        let fs = engine(&img);
+        assert_eq!(fs.resolve("/d/third").unwrap().size, 5001);
+        assert_eq!(fs.resolve("/d/late").unwrap().size, 7);
+    }
+}
+
 /// Runs `script` with sh in `dir` as `uid` (0: as is); its output if it succeeded.
 fn sh_as(uid: u32, dir: &Path, script: &str) -> Result<String, String> {
     sh_in_groups(uid, &[], dir, script)
@@ -1391,6 +1550,45 @@ fn sh_in_groups(uid: u32, groups: &[u32], dir: &Path, script: &str) -> Result<St
     } else {
         Err(format!("{text}{}", String::from_utf8_lossy(&out.stderr)))
     }
+}
+
+/// Names the kernel cached while anyone could search their directory
+/// stop working for those a later chmod, ACL or move shuts out, at once:
+/// without `default_permissions` a cached name skips our check, so the
+/// daemon has the kernel drop its names before it answers such a change.
+#[test]
+fn cached_names_do_not_outlive_a_loss_of_search_permission() {
+    on_shared_mounts(
+        "mount-perm-cached-names",
+        |m| {
+            let root = |script: &str| sh_as(0, &m.mnt, script).unwrap();
+            let nobody = |script: &str| sh_as(NOBODY, &m.mnt, script);
+            root("mkdir -m 755 open moved private && mkdir -m 700 closed");
+            root("echo a > open/a && echo b > moved/b && echo c > private/c");
+            root("chmod 644 open/a moved/b private/c && chmod 711 private");
+            for _ in 0..2 {
+                // Looked up (and cached, where that is allowed) by nobody.
+                assert_eq!(nobody("cat open/a moved/b private/c").unwrap(), "a\nb\nc\n");
+            }
+            root("chmod 700 open");
+            assert!(nobody("cat open/a").is_err(), "chmod 700 of the directory");
+            root("mv moved/b closed/b");
+            assert!(
+                nobody("cat closed/b").is_err(),
+                "moved into a 0700 directory"
+            );
+            if require_tool("setfacl") {
+                root(&format!("setfacl -m u:{NOBODY}:--- private"));
+                assert!(
+                    nobody("cat private/c").is_err(),
+                    "an ACL entry denying search"
+                );
+            }
+            root("chmod 755 open");
+            assert_eq!(nobody("cat open/a").unwrap(), "a\n", "searchable again");
+        },
+        |_| {},
+    );
 }
 
 /// setfacl/getfacl on a shared mount: with `default_permissions`

@@ -1,6 +1,7 @@
 //! Block devices: an image file or block device node (positioned I/O,
 //! optionally O_DIRECT), and an in-memory device for tests and simulations.
 
+use crate::dentry_cache::{DentryBlock, DentryCache};
 use crate::error::{Error, Result};
 use crate::stats::ShardedCounters;
 use f2fuse_layout::F2FS_BLKSIZE;
@@ -8,6 +9,7 @@ use parking_lot::RwLock;
 use std::fs::{File, OpenOptions};
 use std::io;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::os::unix::io::AsRawFd;
 use std::path::Path;
 
 /// Byte-addressed storage the file system lives on. Implementations are
@@ -18,6 +20,9 @@ pub trait BlockDevice: Send + Sync {
     fn flush(&self) -> io::Result<()>;
     /// Size in bytes.
     fn size(&self) -> u64;
+    /// A hint that `len` bytes from `offset` will be read soon (read ahead
+    /// into a cache, if the device has one). Nothing by default.
+    fn will_need(&self, _offset: u64, _len: u64) {}
 }
 
 /// One 4 KiB block.
@@ -107,9 +112,12 @@ impl IoStats {
 /// Block-granular access with error context, shared by every subsystem.
 /// Every request names its [`IoKind`] and is counted (sharded: the data
 /// path of many threads must not share a counter).
+/// Single dentry blocks are read through a cache that every write keeps
+/// current (`dentry_cache`); only device reads are counted.
 pub struct Device {
     inner: Box<dyn BlockDevice>,
     counters: ShardedCounters<{ 2 * KINDS + 1 }>,
+    dentries: DentryCache,
 }
 
 impl Device {
@@ -117,6 +125,7 @@ impl Device {
         Device {
             inner,
             counters: ShardedCounters::default(),
+            dentries: DentryCache::default(),
         }
     }
 
@@ -146,6 +155,29 @@ impl Device {
 
     /// Reads consecutive blocks into `buf` (a multiple of 4 KiB).
     pub fn read_blocks(&self, kind: IoKind, blkaddr: u64, buf: &mut [u8]) -> Result<()> {
+        if kind == IoKind::DirData && buf.len() == F2FS_BLKSIZE {
+            buf.copy_from_slice(&self.dentry_block(blkaddr)?);
+            return Ok(());
+        }
+        self.read_from_device(kind, blkaddr, buf)
+    }
+
+    /// The dentry block at `blkaddr`, from the cache when it is there
+    /// (shared, not copied).
+    pub fn dentry_block(&self, blkaddr: u64) -> Result<DentryBlock> {
+        match self.dentries.get(blkaddr) {
+            Ok(block) => Ok(block),
+            Err(miss) => {
+                let mut block = zero_block();
+                let read = self.read_from_device(IoKind::DirData, blkaddr, &mut block);
+                let block = DentryBlock::from(block);
+                self.dentries.fill(miss, read.is_ok().then_some(&block));
+                read.map(|()| block)
+            }
+        }
+    }
+
+    fn read_from_device(&self, kind: IoKind, blkaddr: u64, buf: &mut [u8]) -> Result<()> {
         debug_assert!(buf.len().is_multiple_of(F2FS_BLKSIZE));
         let end = blkaddr + (buf.len() / F2FS_BLKSIZE) as u64;
         if end > self.block_count() {
@@ -166,11 +198,22 @@ impl Device {
 
     pub fn write_blocks(&self, kind: IoKind, blkaddr: u64, buf: &[u8]) -> Result<()> {
         debug_assert!(buf.len().is_multiple_of(F2FS_BLKSIZE));
-        self.inner
-            .write_at(blkaddr * F2FS_BLKSIZE as u64, buf)
-            .map_err(|e| Error::io(format!("writing blkaddr {blkaddr}"), e))?;
+        let written = self.inner.write_at(blkaddr * F2FS_BLKSIZE as u64, buf);
+        // After the write (failed or not): a read that starts later sees it.
+        self.dentries
+            .written(blkaddr, (buf.len() / F2FS_BLKSIZE) as u64);
+        written.map_err(|e| Error::io(format!("writing blkaddr {blkaddr}"), e))?;
         self.counters.add(KINDS + kind as usize, buf.len() as u64);
         Ok(())
+    }
+
+    /// Starts reading the given runs of blocks (start, count) into the host's
+    /// page cache, without waiting: they are about to be read one by one.
+    pub fn will_need(&self, runs: impl IntoIterator<Item = (u64, u64)>) {
+        let bs = F2FS_BLKSIZE as u64;
+        for (start, count) in runs {
+            self.inner.will_need(start * bs, count * bs);
+        }
     }
 
     pub fn flush(&self) -> Result<()> {
@@ -267,6 +310,20 @@ impl BlockDevice for FileDevice {
 
     fn size(&self) -> u64 {
         self.size
+    }
+
+    fn will_need(&self, offset: u64, len: u64) {
+        if !self.direct {
+            // SAFETY: a valid descriptor; the hint reads nothing of ours.
+            unsafe {
+                libc::posix_fadvise(
+                    self.file.as_raw_fd(),
+                    offset as libc::off_t,
+                    len as libc::off_t,
+                    libc::POSIX_FADV_WILLNEED,
+                );
+            }
+        }
     }
 }
 

@@ -85,10 +85,7 @@ impl Wanted<'_> {
     fn find<'b>(&self, set: &DentrySet<'b>) -> Result<Option<DentryRef<'b>>> {
         match self {
             Wanted::Plain(name) => Ok(set.find(name)?),
-            Wanted::NoKey(name) => Ok(set
-                .entries()?
-                .into_iter()
-                .find(|e| e.hash_code == name.hash && name.matches(e.name))),
+            Wanted::NoKey(name) => Ok(set.find_where(name.hash, |stored| name.matches(stored))?),
         }
     }
 }
@@ -173,7 +170,7 @@ pub fn lookup(
             if addr == NULL_ADDR || addr == NEW_ADDR {
                 continue;
             }
-            let block = dev.read_block(IoKind::DirData, addr as u64)?;
+            let block = dev.dentry_block(addr as u64)?;
             let set = DentrySet::new(&block, DentryGeometry::BLOCK);
             if let Some(e) = name
                 .find(&set)
@@ -208,7 +205,7 @@ pub fn read_dir(dev: &Device, nm: &NodeManager, dir: &InodeInfo) -> Result<Vec<D
             index = index.saturating_add(run);
             continue;
         }
-        let block = dev.read_block(IoKind::DirData, addr as u64)?;
+        let block = dev.dentry_block(addr as u64)?;
         let set = DentrySet::new(&block, DentryGeometry::BLOCK);
         for e in set
             .entries()

@@ -12,6 +12,7 @@ pub mod checkpoint;
 pub mod commit;
 pub mod compress;
 pub mod data;
+mod dentry_cache;
 pub mod device;
 pub mod dir;
 pub mod error;

@@ -1,24 +1,28 @@
 //! A FUSE file system that stores nothing: the limit the benchmarks hold
 //! f2fuse against. It negotiates FUSE as the f2fuse daemon does (the same
-//! request size, background requests, write-back cache, request threads
-//! and readahead window), keeps one flat directory of files that are only
-//! sizes, reads zeros and drops written bytes. What f2fuse costs beyond it
-//! is the file system's own work; what it costs beyond a local file system
-//! is FUSE.
+//! request size, background requests, write-back cache, readdirplus,
+//! request threads and readahead window), keeps a tree of directories and
+//! files that are only sizes (in memory, 1 s entry and attribute timeouts),
+//! reads zeros and drops written bytes. What f2fuse costs beyond it is the
+//! file system's own work; what it costs beyond a local file system is
+//! FUSE. `cp -r TREE MOUNTPOINT` makes a tree whose listing and reading
+//! cost only FUSE (the small-file benchmark, bench/smallfiles.sh).
 //!
 //! `cargo run --release -p f2fuse-fuse --example null_fs -- MOUNTPOINT
 //! [--threads N] [--no-writeback-cache] [--read-ahead-kb KIB]`; runs in the
 //! foreground until unmounted (`fusermount3 -u MOUNTPOINT`).
 
-use f2fuse_fuse::{request_io_options, set_read_ahead_of, MountConfig, MAX_WRITE};
+use f2fuse_fuse::{
+    request_io_options, set_read_ahead_of, MountConfig, MAX_WRITE, NAMESPACE_OPTIONS,
+};
 use fuser::{
     Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo,
     KernelConfig, LockOwner, MountOption, OpenFlags, ReplyAttr, ReplyCreate, ReplyData,
-    ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, Request, Session,
-    TimeOrNow, WriteFlags,
+    ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite,
+    Request, Session, TimeOrNow, WriteFlags,
 };
 use parking_lot::Mutex;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::ffi::{OsStr, OsString};
 use std::io;
 use std::path::PathBuf;
@@ -29,34 +33,116 @@ const TTL: Duration = Duration::from_secs(1);
 /// Zeros served by reads, as large as the largest read request.
 static ZEROS: [u8; MAX_WRITE as usize] = [0; MAX_WRITE as usize];
 
-#[derive(Default)]
-struct Files {
-    by_name: HashMap<OsString, u64>,
-    /// Size by inode number.
-    sizes: HashMap<u64, u64>,
+/// A file or directory: only its kind and size.
+struct Node {
+    kind: FileType,
+    size: u64,
+}
+
+/// The tree: nodes by inode number and each directory's names.
+struct Tree {
+    nodes: HashMap<u64, Node>,
+    entries: HashMap<u64, BTreeMap<OsString, u64>>,
     next_ino: u64,
 }
 
+impl Default for Tree {
+    fn default() -> Self {
+        let root = Node {
+            kind: FileType::Directory,
+            size: 0,
+        };
+        Tree {
+            nodes: HashMap::from([(ROOT, root)]),
+            entries: HashMap::from([(ROOT, BTreeMap::new())]),
+            next_ino: ROOT,
+        }
+    }
+}
+
+impl Tree {
+    fn attr_of(&self, ino: u64) -> Option<FileAttr> {
+        self.nodes.get(&ino).map(|node| attr(ino, node))
+    }
+
+    fn lookup(&self, parent: u64, name: &OsStr) -> Option<FileAttr> {
+        let ino = *self.entries.get(&parent)?.get(name)?;
+        self.attr_of(ino)
+    }
+
+    /// Adds `name` to directory `parent`: its attributes, or the errno.
+    fn add(&mut self, parent: u64, name: &OsStr, kind: FileType) -> Result<FileAttr, Errno> {
+        self.next_ino += 1;
+        let ino = self.next_ino;
+        let names = self.entries.get_mut(&parent).ok_or(Errno::ENOTDIR)?;
+        if names.contains_key(name) {
+            return Err(Errno::EEXIST);
+        }
+        names.insert(name.to_os_string(), ino);
+        if kind == FileType::Directory {
+            self.entries.insert(ino, BTreeMap::new());
+        }
+        let node = Node { kind, size: 0 };
+        let attr = attr(ino, &node);
+        self.nodes.insert(ino, node);
+        Ok(attr)
+    }
+
+    /// Removes `name` from `parent` (a directory only if `dir` and empty).
+    fn remove(&mut self, parent: u64, name: &OsStr, dir: bool) -> Result<(), Errno> {
+        let names = self.entries.get(&parent).ok_or(Errno::ENOTDIR)?;
+        let ino = *names.get(name).ok_or(Errno::ENOENT)?;
+        match self.entries.get(&ino) {
+            Some(_) if !dir => return Err(Errno::EISDIR),
+            Some(children) if !children.is_empty() => return Err(Errno::ENOTEMPTY),
+            None if dir => return Err(Errno::ENOTDIR),
+            _ => {}
+        }
+        self.entries.remove(&ino);
+        self.nodes.remove(&ino);
+        if let Some(names) = self.entries.get_mut(&parent) {
+            names.remove(name);
+        }
+        Ok(())
+    }
+
+    /// The entries of `dir` from `offset` on ("." and ".." first; both
+    /// name the directory itself: nothing here reads them).
+    fn listing(&self, dir: u64, offset: u64) -> Option<Vec<(u64, FileType, OsString)>> {
+        let names = self.entries.get(&dir)?;
+        let dots = [".", ".."].map(|d| (dir, FileType::Directory, OsString::from(d)));
+        let children = names.iter().filter_map(|(name, &ino)| {
+            let kind = self.nodes.get(&ino)?.kind;
+            Some((ino, kind, name.clone()))
+        });
+        Some(
+            dots.into_iter()
+                .chain(children)
+                .skip(offset as usize)
+                .collect(),
+        )
+    }
+}
+
 struct NullFs {
-    files: Mutex<Files>,
+    tree: Mutex<Tree>,
     writeback_cache: bool,
 }
 
-fn attr(ino: u64, size: u64) -> FileAttr {
-    let (kind, perm, nlink) = if ino == ROOT {
-        (FileType::Directory, 0o777, 2)
-    } else {
-        (FileType::RegularFile, 0o666, 1)
+fn attr(ino: u64, node: &Node) -> FileAttr {
+    let (perm, nlink) = match node.kind {
+        FileType::Directory => (0o777, 2),
+        _ => (0o666, 1),
     };
     FileAttr {
         ino: INodeNo(ino),
-        size,
-        blocks: size.div_ceil(512),
+        size: node.size,
+        blocks: node.size.div_ceil(512),
         atime: UNIX_EPOCH,
         mtime: UNIX_EPOCH,
         ctime: UNIX_EPOCH,
         crtime: UNIX_EPOCH,
-        kind,
+        kind: node.kind,
         perm,
         nlink,
         uid: 0,
@@ -69,29 +155,32 @@ fn attr(ino: u64, size: u64) -> FileAttr {
 
 impl NullFs {
     fn attr_of(&self, ino: u64) -> Option<FileAttr> {
-        if ino == ROOT {
-            return Some(attr(ROOT, 0));
+        self.tree.lock().attr_of(ino)
+    }
+
+    fn reply_removed(&self, parent: INodeNo, name: &OsStr, dir: bool, reply: ReplyEmpty) {
+        match self.tree.lock().remove(parent.0, name, dir) {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(e),
         }
-        self.files
-            .lock()
-            .sizes
-            .get(&ino)
-            .map(|&size| attr(ino, size))
+    }
+
+    fn set_size(&self, ino: u64, size: impl FnOnce(u64) -> u64) {
+        if let Some(node) = self.tree.lock().nodes.get_mut(&ino) {
+            node.size = size(node.size);
+        }
     }
 }
 
 impl Filesystem for NullFs {
     fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> io::Result<()> {
-        let want = request_io_options(config, self.writeback_cache);
+        let want = request_io_options(config, self.writeback_cache) | NAMESPACE_OPTIONS;
         let _ = config.add_capabilities(want & config.capabilities());
         Ok(())
     }
 
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
-        let found = (parent.0 == ROOT)
-            .then(|| self.files.lock().by_name.get(name).copied())
-            .flatten();
-        match found.and_then(|ino| self.attr_of(ino)) {
+        match self.tree.lock().lookup(parent.0, name) {
             Some(a) => reply.entry(&TTL, &a, Generation(0)),
             None => reply.error(Errno::ENOENT),
         }
@@ -122,10 +211,25 @@ impl Filesystem for NullFs {
         _flags: Option<fuser::BsdFileFlags>,
         reply: ReplyAttr,
     ) {
-        if let (Some(size), Some(current)) = (size, self.files.lock().sizes.get_mut(&ino.0)) {
-            *current = size;
+        if let Some(size) = size {
+            self.set_size(ino.0, |_| size);
         }
         self.getattr(_req, ino, None, reply)
+    }
+
+    fn mkdir(
+        &self,
+        _req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        _mode: u32,
+        _umask: u32,
+        reply: ReplyEntry,
+    ) {
+        match self.tree.lock().add(parent.0, name, FileType::Directory) {
+            Ok(a) => reply.entry(&TTL, &a, Generation(0)),
+            Err(e) => reply.error(e),
+        }
     }
 
     fn create(
@@ -138,35 +242,18 @@ impl Filesystem for NullFs {
         _flags: i32,
         reply: ReplyCreate,
     ) {
-        if parent.0 != ROOT {
-            return reply.error(Errno::ENOENT);
+        match self.tree.lock().add(parent.0, name, FileType::RegularFile) {
+            Ok(a) => reply.created(&TTL, &a, Generation(0), FileHandle(0), FopenFlags::empty()),
+            Err(e) => reply.error(e),
         }
-        let ino = {
-            let mut files = self.files.lock();
-            files.next_ino = files.next_ino.max(ROOT) + 1;
-            let ino = files.next_ino;
-            files.by_name.insert(name.to_os_string(), ino);
-            files.sizes.insert(ino, 0);
-            ino
-        };
-        reply.created(
-            &TTL,
-            &attr(ino, 0),
-            Generation(0),
-            FileHandle(0),
-            FopenFlags::empty(),
-        );
     }
 
-    fn unlink(&self, _req: &Request, _parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        let mut files = self.files.lock();
-        match files.by_name.remove(name) {
-            Some(ino) => {
-                files.sizes.remove(&ino);
-                reply.ok()
-            }
-            None => reply.error(Errno::ENOENT),
-        }
+    fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        self.reply_removed(parent, name, false, reply);
+    }
+
+    fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        self.reply_removed(parent, name, true, reply);
     }
 
     fn open(&self, _req: &Request, _ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
@@ -184,7 +271,7 @@ impl Filesystem for NullFs {
         _lock_owner: Option<LockOwner>,
         reply: ReplyData,
     ) {
-        let file_size = self.files.lock().sizes.get(&ino.0).copied().unwrap_or(0);
+        let file_size = self.attr_of(ino.0).map_or(0, |a| a.size);
         let n = file_size.saturating_sub(offset).min(size as u64) as usize;
         reply.data(&ZEROS[..n.min(ZEROS.len())]);
     }
@@ -201,9 +288,7 @@ impl Filesystem for NullFs {
         _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
-        if let Some(size) = self.files.lock().sizes.get_mut(&ino.0) {
-            *size = (*size).max(offset + data.len() as u64);
-        }
+        self.set_size(ino.0, |size| size.max(offset + data.len() as u64));
         reply.written(data.len() as u32);
     }
 
@@ -226,22 +311,41 @@ impl Filesystem for NullFs {
         offset: u64,
         mut reply: ReplyDirectory,
     ) {
-        if ino.0 != ROOT {
+        let Some(list) = self.tree.lock().listing(ino.0, offset) else {
             return reply.error(Errno::ENOTDIR);
+        };
+        for (i, (child, kind, name)) in list.iter().enumerate() {
+            if reply.add(INodeNo(*child), offset + i as u64 + 1, *kind, name) {
+                break;
+            }
         }
-        let files = self.files.lock();
-        let dots = [
-            (ROOT, FileType::Directory, OsStr::new(".")),
-            (ROOT, FileType::Directory, OsStr::new("..")),
-        ];
-        let entries = dots.into_iter().chain(
-            files
-                .by_name
-                .iter()
-                .map(|(name, &ino)| (ino, FileType::RegularFile, name.as_os_str())),
-        );
-        for (i, (ino, kind, name)) in entries.enumerate().skip(offset as usize) {
-            if reply.add(INodeNo(ino), i as u64 + 1, kind, name) {
+        reply.ok();
+    }
+
+    fn readdirplus(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        mut reply: ReplyDirectoryPlus,
+    ) {
+        let tree = self.tree.lock();
+        let Some(list) = tree.listing(ino.0, offset) else {
+            return reply.error(Errno::ENOTDIR);
+        };
+        for (i, (child, _, name)) in list.iter().enumerate() {
+            let Some(a) = tree.attr_of(*child) else {
+                continue;
+            };
+            if reply.add(
+                INodeNo(*child),
+                offset + i as u64 + 1,
+                name,
+                &TTL,
+                &a,
+                Generation(0),
+            ) {
                 break;
             }
         }
@@ -289,7 +393,7 @@ fn main() -> Result<(), String> {
     config.n_threads = Some(threads.max(1));
     config.clone_fd = true;
     let fs = NullFs {
-        files: Mutex::default(),
+        tree: Mutex::default(),
         writeback_cache,
     };
     let session = Session::new(fs, &mountpoint, &config)

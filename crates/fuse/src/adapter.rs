@@ -31,9 +31,10 @@ use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::ffi::OsStr;
 use std::io;
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc, OnceLock};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -55,6 +56,9 @@ pub struct Shared {
     invalidations: OnceLock<mpsc::Sender<Invalidation>>,
     /// Requests answered off their request thread (each holds the `Fs`).
     helpers: Arc<AtomicUsize>,
+    /// A duplicate of the session's /dev/fuse descriptor, for the
+    /// notification fuser 0.18 cannot send (`expire_names`).
+    device: OnceLock<OwnedFd>,
 }
 
 /// An invalidation to send, and what to do once the kernel has done it.
@@ -78,6 +82,7 @@ impl Default for Shared {
             notifier: OnceLock::new(),
             invalidations: OnceLock::new(),
             helpers: Arc::new(AtomicUsize::new(0)),
+            device: OnceLock::new(),
         }
     }
 }
@@ -122,6 +127,35 @@ impl Shared {
             Err(e) => log(&format!("no invalidation thread: {e}")),
         }
         let _ = self.notifier.set(notifier);
+    }
+
+    /// Hands over (a duplicate of) the session's /dev/fuse descriptor.
+    pub fn set_device(&self, device: OwnedFd) {
+        let _ = self.device.set(device);
+    }
+
+    /// FUSE_NOTIFY_INC_EPOCH (protocol 7.44, Linux 6.16): every name the
+    /// kernel has cached becomes stale and is looked up again at its next
+    /// use. The kernel takes no lock for it, so a request thread may send
+    /// it before answering. False if it could not be sent.
+    fn expire_names(&self) -> bool {
+        const FUSE_NOTIFY_INC_EPOCH: i32 = 8;
+        let Some(device) = self.device.get() else {
+            return false;
+        };
+        // struct fuse_out_header { len, error: the notification code, unique: 0 }
+        let mut header = [0u8; 16];
+        header[..4].copy_from_slice(&16u32.to_ne_bytes());
+        header[4..8].copy_from_slice(&FUSE_NOTIFY_INC_EPOCH.to_ne_bytes());
+        // SAFETY: a valid descriptor and a buffer of the length given.
+        let sent = unsafe { libc::write(device.as_raw_fd(), header.as_ptr().cast(), 16) };
+        if sent != 16 {
+            log(&format!(
+                "expiring the kernel's names: {}",
+                io::Error::last_os_error()
+            ));
+        }
+        sent == 16
     }
 
     fn helper(&self) -> HelperGuard {
@@ -227,6 +261,10 @@ pub struct F2fsFuse {
     /// else by our own checks) and the kernel leaves the umask to us
     /// (FUSE_DONT_MASK).
     acl: bool,
+    /// Our own permission checks, and the kernel can expire every cached
+    /// name at once (`Shared::expire_names`): names in directories anyone
+    /// may search are cached (see `entry_ttl`).
+    name_epochs: AtomicBool,
 }
 
 type Res<T> = std::result::Result<T, Errno>;
@@ -274,6 +312,7 @@ impl F2fsFuse {
             page_cache: Mutex::new(HashMap::new()),
             kernel_refs: Mutex::new(HashMap::new()),
             acl: false,
+            name_epochs: AtomicBool::new(false),
         }
     }
 
@@ -391,19 +430,51 @@ impl F2fsFuse {
         );
     }
 
-    /// How long the kernel may keep a name of directory `parent`. Without
-    /// `default_permissions` not at all: a path walk through cached names
-    /// would skip our check of search permission (the kernel asks us only
-    /// on a miss), so every walk looks each name up again, for the process
-    /// walking. Nor in a casefolded directory: the kernel's cache compares
-    /// names byte for byte, so a cached "foo" would outlive an unlink of
-    /// "FOO", and a cached miss of "FOO" a create of "foo".
+    /// How long the kernel may keep a name of directory `parent`. Not at
+    /// all in a casefolded directory: the kernel's cache compares names
+    /// byte for byte, so a cached "foo" would outlive an unlink of "FOO",
+    /// and a cached miss of "FOO" a create of "foo". Without
+    /// `default_permissions` a path walk through cached names skips our
+    /// check of search permission (the kernel asks us only on a miss), so
+    /// names are kept only in directories anyone may search, and only if
+    /// the kernel can be made to drop them all when one stops being so
+    /// (`name_epochs`; `after_search_change`).
     fn entry_ttl(&self, parent: u32) -> Duration {
-        let casefolded = || self.fs.inode(parent).is_ok_and(|dir| dir.is_casefolded());
-        if !self.cfg.default_permissions || casefolded() {
-            Duration::ZERO
-        } else {
+        let Ok(dir) = self.fs.inode(parent) else {
+            return Duration::ZERO;
+        };
+        let cacheable = !dir.is_casefolded()
+            && (self.cfg.default_permissions
+                || (self.name_epochs.load(Ordering::Relaxed) && self.searchable_by_all(&dir)));
+        if cacheable {
             self.cfg.ttl
+        } else {
+            Duration::ZERO
+        }
+    }
+
+    /// Directory `dir` grants search to every caller: execute for owner,
+    /// group and others, and no access ACL (whose named entries may deny).
+    fn searchable_by_all(&self, dir: &InodeInfo) -> bool {
+        dir.kind == FileKind::Directory
+            && dir.mode & 0o111 == 0o111
+            && matches!(self.fs.acl(dir, AclKind::Access), Ok(None))
+    }
+
+    /// After a change of `ino`'s mode, owner or ACL: if it is a directory
+    /// that not everyone may search now, the kernel may hold names found in
+    /// it while everyone could, and forgets them all before we answer.
+    fn after_search_change(&self, ino: u32) {
+        if !self.name_epochs.load(Ordering::Relaxed) {
+            return;
+        }
+        let narrowed = self
+            .fs
+            .inode(ino)
+            .is_ok_and(|dir| dir.kind == FileKind::Directory && !self.searchable_by_all(&dir));
+        if narrowed && !self.shared.expire_names() {
+            // Names cached so far live out their timeout; no more are.
+            self.name_epochs.store(false, Ordering::Relaxed);
         }
     }
 
@@ -853,23 +924,37 @@ macro_rules! ino_or_reply {
 
 impl Filesystem for F2fsFuse {
     fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> io::Result<()> {
+        // NAMESPACE_OPTIONS: we drop set-user-ID, set-group-ID and
+        // capabilities on write, truncate and chown ourselves
+        // (HANDLE_KILLPRIV_V2); in return the kernel stops asking for
+        // security.capability before every write (SB_NOSEC).
         let mut want = crate::request_io_options(config, self.cfg.writeback_cache)
-            | InitFlags::FUSE_DO_READDIRPLUS
-            | InitFlags::FUSE_READDIRPLUS_AUTO
-            | InitFlags::FUSE_PARALLEL_DIROPS
+            | crate::NAMESPACE_OPTIONS
             | InitFlags::FUSE_CACHE_SYMLINKS
             // Shared mmap of files opened in low-space (direct I/O) mode.
-            | InitFlags::FUSE_DIRECT_IO_ALLOW_MMAP
-            // We drop set-user-ID, set-group-ID and capabilities on write,
-            // truncate and chown ourselves; in return the kernel stops asking
-            // for security.capability before every write (SB_NOSEC).
-            | InitFlags::FUSE_HANDLE_KILLPRIV_V2;
+            | InitFlags::FUSE_DIRECT_IO_ALLOW_MMAP;
         // With ACLs the daemon keeps mode and ACLs in step, makes new
         // inodes inherit default ACLs and applies the umask where none is
         // inherited. The kernel checks permissions against them with
         // `default_permissions` (FUSE_POSIX_ACL, which implies it); our own
         // checks do without it (the kernel then passes the ACL xattrs on
         // as they are, since Linux 6.2).
+        // Without the kernel's permission checks a cached name would let a
+        // path walk skip our check of search permission on its directory.
+        // Names are cached only where anyone may search (`entry_ttl`); when
+        // a directory stops being so, every cached name is expired, which
+        // needs FUSE_NOTIFY_INC_EPOCH (7.44).
+        let abi = config.kernel_abi();
+        // (The session's descriptor reaches `Shared` after this handshake,
+        // before the first request.)
+        let name_epochs = !self.cfg.default_permissions && (abi.0, abi.1) >= (7, 44);
+        self.name_epochs.store(name_epochs, Ordering::Relaxed);
+        if !self.cfg.default_permissions && !name_epochs {
+            // Every name gets entry timeout 0, so the kernel looks each one
+            // up again before using it: attributes handed out with a
+            // listing would only double the work per name.
+            want.remove(InitFlags::FUSE_DO_READDIRPLUS);
+        }
         let acl = if self.cfg.default_permissions {
             InitFlags::FUSE_POSIX_ACL | InitFlags::FUSE_DONT_MASK
         } else {
@@ -952,6 +1037,9 @@ impl Filesystem for F2fsFuse {
         };
         self.shared.change();
         let result = self.do_setattr(self.as_user(&creds), ino, &attr);
+        if result.is_ok() && (mode.is_some() || uid.is_some() || gid.is_some()) {
+            self.after_search_change(ino);
+        }
         match result {
             Ok(inode) => reply.attr(&self.cfg.ttl, &file_attr(&inode)),
             Err(e) => reply.error(e),
@@ -1068,6 +1156,13 @@ impl Filesystem for F2fsFuse {
                 .rename(parent, old, newparent, new, engine_flags)
                 .map_err(|e| errno(&e))
         });
+        if result.is_ok() && parent != newparent {
+            // The kernel moves the cached name with its timeout: found where
+            // anyone could search, it may now sit where not everyone may
+            // (either way for an exchange).
+            self.after_search_change(parent);
+            self.after_search_change(newparent);
+        }
         match result {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(e),
@@ -1193,7 +1288,10 @@ impl Filesystem for F2fsFuse {
         _lock_owner: LockOwner,
         reply: ReplyEmpty,
     ) {
-        reply.ok();
+        // Nothing to do on close (no POSIX locks are negotiated; the kernel
+        // writes dirty pages back before it would send FLUSH either way):
+        // ENOSYS makes it stop sending one per close.
+        reply.error(Errno::ENOSYS);
     }
 
     fn release(
@@ -1288,6 +1386,11 @@ impl Filesystem for F2fsFuse {
             Ok(list) => list,
             Err(e) => return reply.error(e),
         };
+        if offset == 0 {
+            // Every entry's inode is read for this listing: ask the device
+            // for them all at once, in address order.
+            self.fs.prefetch_inodes(list.iter().map(|e| e.ino));
+        }
         let ttl = self.entry_ttl(dir);
         for (i, entry) in list.iter().enumerate().skip(offset as usize) {
             let dot = entry.name == b"." || entry.name == b"..";
@@ -1393,6 +1496,13 @@ impl Filesystem for F2fsFuse {
                 .set_xattr(ino, name.as_bytes(), value, mode)
                 .map_err(|e| errno(&e))
         });
+        if result.is_ok() && name.as_bytes() == AclKind::Access.xattr_name() {
+            // The ACL's mask became the mode's group bits, which the kernel
+            // does not know of (it has the mode cached for the attribute
+            // timeout, and paths to the file for the entry timeout).
+            self.shared.forget_attributes(ino);
+            self.after_search_change(ino);
+        }
         match result {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(e),

@@ -25,6 +25,7 @@ use parking_lot::{Condvar, Mutex};
 use std::ffi::CString;
 use std::fs::File;
 use std::io;
+use std::os::fd::AsFd;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
 use std::os::unix::io::AsRawFd;
@@ -346,6 +347,18 @@ pub fn request_io_options(config: &mut KernelConfig, writeback_cache: bool) -> I
     want
 }
 
+/// The namespace part of FUSE init, shared with the null file system:
+/// every listing with attributes (readdirplus; not READDIRPLUS_AUTO, under
+/// which the kernel asks for them only in a listing's first request or
+/// after a lookup in the directory, so `du`, `ls -l` and `tar`, which
+/// list a directory before they stat its names, would look every name up
+/// again), lookups and creates in one directory in parallel, and
+/// privileges dropped on write by the daemon (so the kernel asks no
+/// GETXATTR security.capability per write).
+pub const NAMESPACE_OPTIONS: InitFlags = InitFlags::FUSE_DO_READDIRPLUS
+    .union(InitFlags::FUSE_PARALLEL_DIROPS)
+    .union(InitFlags::FUSE_HANDLE_KILLPRIV_V2);
+
 /// Sets the readahead window of the FUSE mount at `mountpoint` (see
 /// [`set_read_ahead`]); for the benchmarks' null file system.
 pub fn set_read_ahead_of(mountpoint: &Path, kb: u32) {
@@ -539,6 +552,10 @@ fn serve_blocked(
     let mut session = Session::new(adapter, mountpoint, &fuser_config(image, cfg))
         .map_err(|e| format!("mounting on {}: {e}", mountpoint.display()))?;
     shared.set_notifier(session.notifier());
+    match session.as_fd().try_clone_to_owned() {
+        Ok(device) => shared.set_device(device),
+        Err(e) => log(&format!("no names cached without default_permissions: {e}")),
+    }
     let mountpoint: PathBuf = mountpoint.to_path_buf();
     let conn = connection_of(&mountpoint);
     if let Some(conn) = conn {

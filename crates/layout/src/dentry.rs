@@ -202,30 +202,71 @@ impl<'a> DentrySet<'a> {
 
     /// All live entries in slot order.
     pub fn entries(&self) -> Result<Vec<DentryRef<'a>>> {
-        let mut out = Vec::new();
+        self.iter().collect()
+    }
+
+    /// The live entries in slot order, each checked as it is reached (a
+    /// search that stops early reads no further).
+    pub fn iter(&self) -> impl Iterator<Item = Result<DentryRef<'a>>> + '_ {
+        let mut slot = 0;
+        std::iter::from_fn(move || {
+            while slot < self.geo.nr_slots {
+                if !self.is_used(slot) {
+                    slot += 1;
+                    continue;
+                }
+                match self.entry_at(slot) {
+                    Ok(Some(entry)) => {
+                        slot += entry.name.len().div_ceil(F2FS_SLOT_LEN);
+                        return Some(Ok(entry));
+                    }
+                    Ok(None) => slot += 1,
+                    Err(e) => {
+                        slot = self.geo.nr_slots;
+                        return Some(Err(e));
+                    }
+                }
+            }
+            None
+        })
+    }
+
+    /// Looks `name` up by hash, then by the directory's comparison (as the
+    /// kernel's find_target_dentry: the first match, without allocating).
+    pub fn find(&self, name: &DentryName) -> Result<Option<DentryRef<'a>>> {
+        self.find_where(name.hash, |stored| name.matches(stored))
+    }
+
+    /// The first entry with hash `hash` whose stored name `matches`. As
+    /// find_target_dentry, only entries whose hash matches are read and
+    /// checked; the others are stepped over by their name's slots.
+    pub fn find_where(
+        &self,
+        hash: u32,
+        matches: impl Fn(&[u8]) -> bool,
+    ) -> Result<Option<DentryRef<'a>>> {
         let mut slot = 0;
         while slot < self.geo.nr_slots {
             if !self.is_used(slot) {
                 slot += 1;
                 continue;
             }
-            match self.entry_at(slot)? {
-                Some(entry) => {
-                    slot += entry.name.len().div_ceil(F2FS_SLOT_LEN);
-                    out.push(entry);
-                }
-                None => slot += 1,
+            let de = self.dentry(slot);
+            let len = de.name_len.get() as usize;
+            if len == 0 {
+                slot += 1;
+                continue;
             }
+            if de.hash_code.get() == hash {
+                if let Some(entry) = self.entry_at(slot)? {
+                    if matches(entry.name) {
+                        return Ok(Some(entry));
+                    }
+                }
+            }
+            slot += len.div_ceil(F2FS_SLOT_LEN);
         }
-        Ok(out)
-    }
-
-    /// Looks `name` up by hash, then by the directory's comparison.
-    pub fn find(&self, name: &DentryName) -> Result<Option<DentryRef<'a>>> {
-        Ok(self
-            .entries()?
-            .into_iter()
-            .find(|e| e.hash_code == name.hash && name.matches(e.name)))
+        Ok(None)
     }
 
     /// First run of `slots` free slots.

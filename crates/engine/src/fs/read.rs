@@ -15,10 +15,40 @@ use crate::xattr::read_xattrs;
 use f2fuse_layout::xattr::is_visible;
 use f2fuse_layout::*;
 
+/// Inode blocks at most this far apart are read ahead as one run (the
+/// blocks between cost less than another request to the device).
+const PREFETCH_GAP: u64 = 16;
+
 impl Fs {
     pub fn inode(&self, ino: u32) -> Result<InodeInfo> {
         let _read = self.read_guard();
         read_inode(&self.nm, &self.check, ino)
+    }
+
+    /// Starts reading the inode blocks of `inos` from the device, without
+    /// waiting, for a caller about to read them all (a listing with
+    /// attributes): sorted, and blocks less than [`PREFETCH_GAP`] apart
+    /// asked for as one run. Numbers that name no inode are skipped.
+    pub fn prefetch_inodes(&self, inos: impl IntoIterator<Item = u32>) {
+        let _read = self.read_guard();
+        let mut addrs: Vec<u64> = inos
+            .into_iter()
+            .filter_map(|ino| self.nm.nat_entry(ino).ok())
+            .map(|entry| entry.block_addr.get())
+            .filter(|&addr| addr != NULL_ADDR && addr != NEW_ADDR)
+            .map(u64::from)
+            .collect();
+        addrs.sort_unstable();
+        let mut runs: Vec<(u64, u64)> = Vec::new();
+        for addr in addrs {
+            match runs.last_mut() {
+                Some((start, count)) if addr < *start + *count + PREFETCH_GAP => {
+                    *count = (*count).max(addr - *start + 1)
+                }
+                _ => runs.push((addr, 1)),
+            }
+        }
+        self.dev.will_need(runs);
     }
 
     pub(super) fn dir_inode(&self, ino: u32) -> Result<InodeInfo> {
