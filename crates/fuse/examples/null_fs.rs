@@ -1,8 +1,9 @@
 //! A FUSE file system that stores nothing: the limit the benchmarks hold
 //! f2fuse against. It negotiates FUSE as the f2fuse daemon does (the same
 //! request size, background requests, write-back cache, request threads
-//! and readahead window), keeps one flat directory of files that are only
-//! sizes, reads zeros and drops written bytes. What f2fuse costs beyond it
+//! and readahead window), keeps a tree of directories and files that are
+//! only sizes (enough for bench/run-workloads.sh: mkdir -p, create,
+//! fallocate, rm -r), reads zeros and drops written bytes. What f2fuse costs beyond it
 //! is the file system's own work; what it costs beyond a local file system
 //! is FUSE.
 //!
@@ -29,12 +30,67 @@ const TTL: Duration = Duration::from_secs(1);
 /// Zeros served by reads, as large as the largest read request.
 static ZEROS: [u8; MAX_WRITE as usize] = [0; MAX_WRITE as usize];
 
+/// An inode: a directory, or a regular file of this size.
+#[derive(Clone, Copy)]
+enum Node {
+    Dir,
+    File(u64),
+}
+
 #[derive(Default)]
 struct Files {
-    by_name: HashMap<OsString, u64>,
-    /// Size by inode number.
-    sizes: HashMap<u64, u64>,
+    /// (parent, name) -> inode number.
+    by_name: HashMap<(u64, OsString), u64>,
+    /// Every inode but the root.
+    nodes: HashMap<u64, Node>,
     next_ino: u64,
+}
+
+impl Files {
+    fn add(&mut self, parent: u64, name: &OsStr, node: Node) -> u64 {
+        self.next_ino = self.next_ino.max(ROOT) + 1;
+        let ino = self.next_ino;
+        self.by_name.insert((parent, name.to_os_string()), ino);
+        self.nodes.insert(ino, node);
+        ino
+    }
+
+    fn node(&self, ino: u64) -> Option<Node> {
+        if ino == ROOT {
+            Some(Node::Dir)
+        } else {
+            self.nodes.get(&ino).copied()
+        }
+    }
+
+    fn is_dir(&self, ino: u64) -> bool {
+        matches!(self.node(ino), Some(Node::Dir))
+    }
+
+    fn size_mut(&mut self, ino: u64) -> Option<&mut u64> {
+        match self.nodes.get_mut(&ino) {
+            Some(Node::File(size)) => Some(size),
+            _ => None,
+        }
+    }
+
+    /// Removes the entry `name` of `parent` if `wanted_dir` says what it is
+    /// (a directory only when empty).
+    fn remove(&mut self, parent: u64, name: &OsStr, wanted_dir: bool) -> Result<(), Errno> {
+        let key = (parent, name.to_os_string());
+        let ino = *self.by_name.get(&key).ok_or(Errno::ENOENT)?;
+        match (self.node(ino), wanted_dir) {
+            (Some(Node::Dir), false) => return Err(Errno::EISDIR),
+            (Some(Node::File(_)), true) => return Err(Errno::ENOTDIR),
+            (Some(Node::Dir), true) if self.by_name.keys().any(|(p, _)| *p == ino) => {
+                return Err(Errno::ENOTEMPTY)
+            }
+            _ => {}
+        }
+        self.by_name.remove(&key);
+        self.nodes.remove(&ino);
+        Ok(())
+    }
 }
 
 struct NullFs {
@@ -42,11 +98,10 @@ struct NullFs {
     writeback_cache: bool,
 }
 
-fn attr(ino: u64, size: u64) -> FileAttr {
-    let (kind, perm, nlink) = if ino == ROOT {
-        (FileType::Directory, 0o777, 2)
-    } else {
-        (FileType::RegularFile, 0o666, 1)
+fn attr(ino: u64, node: Node) -> FileAttr {
+    let (kind, perm, nlink, size) = match node {
+        Node::Dir => (FileType::Directory, 0o777, 2, 0),
+        Node::File(size) => (FileType::RegularFile, 0o666, 1, size),
     };
     FileAttr {
         ino: INodeNo(ino),
@@ -69,14 +124,18 @@ fn attr(ino: u64, size: u64) -> FileAttr {
 
 impl NullFs {
     fn attr_of(&self, ino: u64) -> Option<FileAttr> {
-        if ino == ROOT {
-            return Some(attr(ROOT, 0));
+        self.files.lock().node(ino).map(|node| attr(ino, node))
+    }
+
+    fn make(&self, parent: INodeNo, name: &OsStr, node: Node) -> Result<FileAttr, Errno> {
+        let mut files = self.files.lock();
+        if !files.is_dir(parent.0) {
+            return Err(Errno::ENOENT);
         }
-        self.files
-            .lock()
-            .sizes
-            .get(&ino)
-            .map(|&size| attr(ino, size))
+        if files.by_name.contains_key(&(parent.0, name.to_os_string())) {
+            return Err(Errno::EEXIST);
+        }
+        Ok(attr(files.add(parent.0, name, node), node))
     }
 }
 
@@ -88,9 +147,12 @@ impl Filesystem for NullFs {
     }
 
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
-        let found = (parent.0 == ROOT)
-            .then(|| self.files.lock().by_name.get(name).copied())
-            .flatten();
+        let found = self
+            .files
+            .lock()
+            .by_name
+            .get(&(parent.0, name.to_os_string()))
+            .copied();
         match found.and_then(|ino| self.attr_of(ino)) {
             Some(a) => reply.entry(&TTL, &a, Generation(0)),
             None => reply.error(Errno::ENOENT),
@@ -122,7 +184,7 @@ impl Filesystem for NullFs {
         _flags: Option<fuser::BsdFileFlags>,
         reply: ReplyAttr,
     ) {
-        if let (Some(size), Some(current)) = (size, self.files.lock().sizes.get_mut(&ino.0)) {
+        if let (Some(size), Some(current)) = (size, self.files.lock().size_mut(ino.0)) {
             *current = size;
         }
         self.getattr(_req, ino, None, reply)
@@ -138,35 +200,56 @@ impl Filesystem for NullFs {
         _flags: i32,
         reply: ReplyCreate,
     ) {
-        if parent.0 != ROOT {
-            return reply.error(Errno::ENOENT);
+        match self.make(parent, name, Node::File(0)) {
+            Ok(a) => reply.created(&TTL, &a, Generation(0), FileHandle(0), FopenFlags::empty()),
+            Err(e) => reply.error(e),
         }
-        let ino = {
-            let mut files = self.files.lock();
-            files.next_ino = files.next_ino.max(ROOT) + 1;
-            let ino = files.next_ino;
-            files.by_name.insert(name.to_os_string(), ino);
-            files.sizes.insert(ino, 0);
-            ino
-        };
-        reply.created(
-            &TTL,
-            &attr(ino, 0),
-            Generation(0),
-            FileHandle(0),
-            FopenFlags::empty(),
-        );
     }
 
-    fn unlink(&self, _req: &Request, _parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        let mut files = self.files.lock();
-        match files.by_name.remove(name) {
-            Some(ino) => {
-                files.sizes.remove(&ino);
-                reply.ok()
-            }
-            None => reply.error(Errno::ENOENT),
+    fn mkdir(
+        &self,
+        _req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        _mode: u32,
+        _umask: u32,
+        reply: ReplyEntry,
+    ) {
+        match self.make(parent, name, Node::Dir) {
+            Ok(a) => reply.entry(&TTL, &a, Generation(0)),
+            Err(e) => reply.error(e),
         }
+    }
+
+    fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        match self.files.lock().remove(parent.0, name, false) {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        match self.files.lock().remove(parent.0, name, true) {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    /// Preallocation only grows the size (no mode: without KEEP_SIZE).
+    fn fallocate(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        length: u64,
+        mode: i32,
+        reply: ReplyEmpty,
+    ) {
+        if let (0, Some(size)) = (mode, self.files.lock().size_mut(ino.0)) {
+            *size = (*size).max(offset + length);
+        }
+        reply.ok();
     }
 
     fn open(&self, _req: &Request, _ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
@@ -184,7 +267,7 @@ impl Filesystem for NullFs {
         _lock_owner: Option<LockOwner>,
         reply: ReplyData,
     ) {
-        let file_size = self.files.lock().sizes.get(&ino.0).copied().unwrap_or(0);
+        let file_size = self.files.lock().size_mut(ino.0).map_or(0, |size| *size);
         let n = file_size.saturating_sub(offset).min(size as u64) as usize;
         reply.data(&ZEROS[..n.min(ZEROS.len())]);
     }
@@ -201,7 +284,7 @@ impl Filesystem for NullFs {
         _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
-        if let Some(size) = self.files.lock().sizes.get_mut(&ino.0) {
+        if let Some(size) = self.files.lock().size_mut(ino.0) {
             *size = (*size).max(offset + data.len() as u64);
         }
         reply.written(data.len() as u32);
@@ -226,19 +309,31 @@ impl Filesystem for NullFs {
         offset: u64,
         mut reply: ReplyDirectory,
     ) {
-        if ino.0 != ROOT {
+        let files = self.files.lock();
+        if !files.is_dir(ino.0) {
             return reply.error(Errno::ENOTDIR);
         }
-        let files = self.files.lock();
         let dots = [
-            (ROOT, FileType::Directory, OsStr::new(".")),
-            (ROOT, FileType::Directory, OsStr::new("..")),
+            (ino.0, FileType::Directory, OsStr::new(".")),
+            (ino.0, FileType::Directory, OsStr::new("..")),
         ];
+        // Offsets are positions in this listing: stable while nothing is
+        // removed, which is all `rm -r` (read all, then remove) needs.
+        let kind_of = |child: u64| match files.node(child) {
+            Some(Node::Dir) => FileType::Directory,
+            _ => FileType::RegularFile,
+        };
+        let mut children: Vec<(u64, &OsStr)> = files
+            .by_name
+            .iter()
+            .filter(|((parent, _), _)| *parent == ino.0)
+            .map(|((_, name), &child)| (child, name.as_os_str()))
+            .collect();
+        children.sort_unstable();
         let entries = dots.into_iter().chain(
-            files
-                .by_name
-                .iter()
-                .map(|(name, &ino)| (ino, FileType::RegularFile, name.as_os_str())),
+            children
+                .into_iter()
+                .map(|(child, name)| (child, kind_of(child), name)),
         );
         for (i, (ino, kind, name)) in entries.enumerate().skip(offset as usize) {
             if reply.add(INodeNo(ino), i as u64 + 1, kind, name) {

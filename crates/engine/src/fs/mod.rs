@@ -45,6 +45,7 @@ mod clean;
 mod compress;
 mod evict;
 mod file;
+mod flush;
 mod info;
 mod locks;
 mod namei;
@@ -80,7 +81,7 @@ use locks::{InodeGuard, Locks, Mode, RangeGuard};
 use parking_lot::{Mutex, RwLock, RwLockReadGuard};
 use std::collections::{BTreeSet, HashMap};
 use std::ops::Range;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU8, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -141,10 +142,10 @@ struct Writer {
     open_counts: Mutex<HashMap<u32, u32>>,
     /// Blocks written per file since its last fsync (the FSYNC in-place
     /// policy); emptied at checkpoints, so it holds only files written since.
-    unsynced_blocks: Mutex<HashMap<u32, u64>>,
-    /// Bytes written other than in-place data (`IoStats::written_but_in_place`)
-    /// known to be on the disk: a flush began after they were written.
-    durable_written: AtomicU64,
+    unsynced_blocks: flush::UnsyncedBlocks,
+    /// fsync's device flushes, shared by concurrent fsyncs, and how much of
+    /// what is not in-place data they made durable.
+    flushes: flush::FlushGate,
     /// Set after an error that may have left the in-memory state ahead of the
     /// disk: no further checkpoint may be written.
     failed: AtomicBool,
