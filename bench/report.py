@@ -32,6 +32,9 @@ GC_ROWS = [(g, m, f"f2fuse cleaning during {g.upper()}: {what}")
            for g in GROUPS for m, what in (("gc_runs", "GC runs"), ("gc_blocks_moved", "blocks moved"))]
 EXTRA_ROWS = [("w2", "rewrite_s", "W2 4k sync rewrites, time s"),
               ("w2", "rewrite_p50_ms", "W2 4k sync rewrites, p50 ms")]
+# f2fuse's device flushes and checkpoints during a whole workload group (the daemon's counters)
+FLUSH_ROWS = [(g, m, f"f2fuse during {g.upper()}: {what}") for g in ("w2", "w5")
+              for m, what in (("device_flushes", "device flushes"), ("checkpoints", "checkpoints"))]
 LIMIT_PEERS = ("null", "raw")
 LIMIT = "limit"
 
@@ -118,7 +121,7 @@ def compare(data, labels, title, outdir):
     ours = data.get(OURS, {})
     if OURS in labels and not any(num(ours[(g, m)]) is not None for g, m, _ in GC_ROWS if (g, m) in ours):
         gc_rows = []  # no daemon counters (status command absent): one line below instead
-    for wl, metric, desc in HEADLINE[:-1] + EXTRA_ROWS + [HEADLINE[-1]] + gc_rows:
+    for wl, metric, desc in HEADLINE[:-1] + EXTRA_ROWS + [HEADLINE[-1]] + gc_rows + FLUSH_ROWS:
         if (wl, metric) == ("w5", "extents"):
             desc += "; f2fuse: `f2fuse extents`"
         cells = {lab: cell(data.get(lab, {}), wl, metric) for lab in labels}
@@ -138,7 +141,7 @@ def compare(data, labels, title, outdir):
         row = [desc, direction(unit)] + [cells[lab][0] for lab in labels] + \
             ["-" if r is None else f"{r:.2f}" for r in shown]
         out.append("| " + " | ".join(row) + " |")
-        if not metric.startswith("gc_") and metric != "suite_wall_s":
+        if not metric.startswith("gc_") and metric not in ("suite_wall_s", "device_flushes", "checkpoints"):
             plotted.append((desc, unit, {lab: cells[lab][1] for lab in labels}, dict(zip(peers, ratios))))
     if OURS in labels and not gc_rows:
         reason = next((ours[(g, m)][1] for g, m, _ in GC_ROWS if (g, m) in ours), "not measured")
