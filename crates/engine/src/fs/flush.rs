@@ -29,8 +29,8 @@ struct GateState {
 pub(super) struct FlushGate {
     state: Mutex<GateState>,
     finished: Condvar,
-    /// `IoStats::written_but_in_place` when the last completed flush began:
-    /// that much of what is not in-place data is on the disk.
+    /// `IoStats::data_written_out_of_place` when the last completed flush
+    /// began: that much of the data at new addresses is on the disk.
     durable_written: AtomicU64,
 }
 
@@ -56,7 +56,7 @@ impl FlushGate {
                 state.started += 1;
                 let number = state.started;
                 drop(state);
-                let written = dev.io_stats().written_but_in_place();
+                let written = dev.io_stats().data_written_out_of_place();
                 let result = dev.flush();
                 if result.is_ok() {
                     self.durable_written.fetch_max(written, Ordering::AcqRel);
@@ -76,16 +76,16 @@ impl FlushGate {
         }
     }
 
-    /// Whether anything but data rewritten in place was written since the
-    /// last completed flush began.
-    pub(super) fn non_in_place_since_flush(&self, dev: &Device) -> bool {
-        dev.io_stats().written_but_in_place() != self.durable_written.load(Ordering::Acquire)
+    /// Whether data was written at a new address since the last completed
+    /// flush began.
+    pub(super) fn data_out_of_place_since_flush(&self, dev: &Device) -> bool {
+        dev.io_stats().data_written_out_of_place() != self.durable_written.load(Ordering::Acquire)
     }
 
     /// Records that everything written so far is durable (a checkpoint's
     /// last flush, with no write in flight).
     pub(super) fn all_durable(&self, dev: &Device) {
-        let written = dev.io_stats().written_but_in_place();
+        let written = dev.io_stats().data_written_out_of_place();
         self.durable_written.fetch_max(written, Ordering::AcqRel);
     }
 }

@@ -90,14 +90,18 @@ impl Fs {
             return Ok(());
         };
         let dent = self.nm.needs_dentry_mark(ino);
-        // A node must never reach the disk before the data it points at, nor
-        // before the node log blocks recovery walks to reach it. If nothing
-        // but in-place data was written since the last flush began, the
-        // nodes can only point at blocks on the disk already or rewritten in
-        // place (whose address was valid before): one flush serves data and
-        // nodes. The file's writes all completed (the inode lock is held),
-        // and a write's node is published only after its data write returned.
-        if w.flushes.non_in_place_since_flush(&self.dev) {
+        // A node must never reach the disk before the data it points at. If
+        // no data was written at a new address since the last flush began,
+        // the nodes can only point at blocks on the disk already or
+        // rewritten in place (whose address was valid before): one flush
+        // serves data and nodes. The file's writes all completed (the inode
+        // lock is held), and a write's node is published only after its data
+        // write returned. Other fsyncs' chains written since need no flush
+        // here: ours follows them in the log and our last flush covers them,
+        // and a cut before it may lose our chain (not yet promised) but
+        // never shows a wrong one (recovery stops at the first block that
+        // is not a node of this checkpoint's chains).
+        if w.flushes.data_out_of_place_since_flush(&self.dev) {
             w.flushes.flush(&self.dev)?;
         }
         {
