@@ -1,7 +1,8 @@
 //! Device flushes per operation, the durability contract's count
 //! (docs/ARCHITECTURE.md, "Device flushes per operation"): an extra flush
-//! fails here, a missing one fails the power-cut sweeps (powercut.rs).
-//! Each case also checks where the flushes fall among the writes.
+//! fails here, a missing one fails the power-cut sweeps (powercut.rs, and
+//! the cuts of concurrent fsyncs below). Each case also checks where the
+//! flushes fall among the writes.
 
 mod support;
 
@@ -10,7 +11,7 @@ use f2fuse_engine::mkfs::{format, MkfsOptions};
 use f2fuse_engine::Fs;
 use f2fuse_layout::F2FS_ROOT_INO as ROOT;
 use std::sync::Arc;
-use support::{fsck_f2fs, require_f2fs_tools, Scratch};
+use support::{fsck_f2fs, require_f2fs_tools, Rng, Scratch};
 
 const SIZE: u64 = 64 << 20;
 
@@ -141,4 +142,115 @@ fn flushes_per_operation() {
     assert_eq!(read("/f", 8192), expected);
     assert_eq!(read("/other", 4096), vec![4u8; 4096]);
     assert_eq!(read("/third", 4096), vec![6u8; 4096]);
+}
+
+/// The concurrent fsyncs' workload: threads, each on its own file of
+/// `BLOCKS` blocks, write one block and fsync `ROUNDS` times.
+const THREADS: usize = 4;
+const ROUNDS: usize = 12;
+const BLOCKS: usize = 8;
+
+/// A thread's file after `round` rounds: block `r % BLOCKS` of round r
+/// holds bytes (thread, r).
+fn content(thread: usize, rounds: usize) -> Vec<u8> {
+    let mut bytes = vec![0xEEu8; BLOCKS * 4096];
+    for r in 0..rounds {
+        let at = (r % BLOCKS) * 4096;
+        bytes[at..at + 4096].fill((thread * 16 + r) as u8);
+    }
+    bytes
+}
+
+/// Power cuts while several threads fsync at once, their flushes shared
+/// (group commit) and their chains interleaved in the warm node log: after
+/// any cut, with the unflushed writes kept or lost in any order, every
+/// file holds the state of one of its fsyncs, never older than the last
+/// fsync that returned before the cut, and fsck.f2fs accepts the image.
+#[test]
+fn cuts_during_concurrent_fsyncs_keep_every_returned_fsync() {
+    if !require_f2fs_tools() {
+        return;
+    }
+    let sim = Arc::new(SimDevice::new(fresh_image()));
+    let fs = Arc::new(Fs::open_writable(Box::new(sim.clone())).unwrap());
+    fs.set_tunable("cp_interval", 3600).unwrap();
+    // Out of place: every fsync has new data to flush before its nodes.
+    fs.set_tunable("ipu_policy", 0).unwrap();
+    let inos: Vec<u32> = (0..THREADS)
+        .map(|t| {
+            let name = format!("f{t}");
+            let file = fs.create(ROOT, name.as_bytes(), 0o644, 0, 0).unwrap();
+            fs.write(file.ino, 0, &content(t, 0)).unwrap();
+            file.ino
+        })
+        .collect();
+    fs.checkpoint().unwrap();
+    let first = sim.event_count();
+    // Per thread, per round: the event count once its fsync had returned.
+    let returned: Vec<Vec<usize>> = std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..THREADS)
+            .map(|t| {
+                let (fs, sim, ino) = (fs.clone(), sim.clone(), inos[t]);
+                scope.spawn(move || {
+                    (0..ROUNDS)
+                        .map(|r| {
+                            let block = [(t * 16 + r) as u8; 4096];
+                            fs.write(ino, ((r % BLOCKS) * 4096) as u64, &block).unwrap();
+                            fs.fsync(ino).unwrap();
+                            sim.event_count()
+                        })
+                        .collect()
+                })
+            })
+            .collect();
+        workers.into_iter().map(|w| w.join().unwrap()).collect()
+    });
+    let flushes = sim
+        .events_since(first)
+        .iter()
+        .filter(|e| matches!(e, SimEvent::Flush))
+        .count();
+    assert!(
+        flushes <= 2 * THREADS * ROUNDS,
+        "{flushes} flushes for {} fsyncs",
+        THREADS * ROUNDS
+    );
+    drop(fs); // A crash: no unmount.
+
+    let scratch = Scratch::new("group-commit");
+    let img = scratch.join("cut.img");
+    let mut crash = sim.crash_images();
+    let last = sim.event_count();
+    let mut rng = Rng(0x6c0);
+    let mut cuts: Vec<usize> = returned
+        .iter()
+        .flatten()
+        .flat_map(|&at| at.saturating_sub(2)..=at.min(last))
+        .collect();
+    cuts.extend((0..40).map(|_| first + rng.below((last - first) as u64 + 1) as usize));
+    cuts.retain(|&c| c >= first);
+    cuts.sort();
+    cuts.dedup();
+    for (n, &cut) in cuts.iter().enumerate() {
+        for reorder in [false, true] {
+            let mut pick = Rng(cut as u64 * 2 + 1);
+            let keep: Vec<bool> = (0..cut).map(|_| !reorder || pick.below(2) == 0).collect();
+            let image = crash.at_cut(cut, |i| keep[i]);
+            if n % 8 == 0 {
+                std::fs::write(&img, &image).unwrap();
+                fsck_f2fs(&img).unwrap_or_else(|r| panic!("cut {cut}: crashed image:\n{r}"));
+            }
+            let fs = Fs::open_writable(Box::new(MemDevice::from_bytes(image))).unwrap();
+            for (t, rounds) in returned.iter().enumerate() {
+                let durable = rounds.iter().filter(|&&at| at <= cut).count();
+                let inode = fs.resolve(&format!("/f{t}")).unwrap();
+                let mut got = vec![0u8; BLOCKS * 4096];
+                assert_eq!(fs.read(&inode, 0, &mut got).unwrap(), got.len());
+                assert!(
+                    (durable..=ROUNDS).any(|r| content(t, r) == got),
+                    "cut {cut} reorder {reorder}: f{t} is no fsync's state at or after round {durable}"
+                );
+            }
+        }
+    }
 }

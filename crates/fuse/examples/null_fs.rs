@@ -127,6 +127,13 @@ impl NullFs {
         self.files.lock().node(ino).map(|node| attr(ino, node))
     }
 
+    fn reply_removed(&self, parent: INodeNo, name: &OsStr, dir: bool, reply: ReplyEmpty) {
+        match self.files.lock().remove(parent.0, name, dir) {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(e),
+        }
+    }
+
     fn make(&self, parent: INodeNo, name: &OsStr, node: Node) -> Result<FileAttr, Errno> {
         let mut files = self.files.lock();
         if !files.is_dir(parent.0) {
@@ -222,17 +229,11 @@ impl Filesystem for NullFs {
     }
 
     fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        match self.files.lock().remove(parent.0, name, false) {
-            Ok(()) => reply.ok(),
-            Err(e) => reply.error(e),
-        }
+        self.reply_removed(parent, name, false, reply)
     }
 
     fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        match self.files.lock().remove(parent.0, name, true) {
-            Ok(()) => reply.ok(),
-            Err(e) => reply.error(e),
-        }
+        self.reply_removed(parent, name, true, reply)
     }
 
     /// Preallocation only grows the size (no mode: without KEEP_SIZE).

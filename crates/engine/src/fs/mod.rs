@@ -25,9 +25,10 @@
 //! 6. the fsync-chain lock (one chain in the warm node log at a time);
 //! 7. one node guard (`node::NodeGuard`): a node block is changed only
 //!    while its guard is held;
-//! 8. leaf locks (segment manager, NAT, node caches, counters, quota files): held
-//!    briefly, never while waiting for another lock, never across file
-//!    data I/O.
+//! 8. leaf locks (segment manager, NAT, node caches, counters, quota files,
+//!    the flush gate, unsynced block counts): held briefly, never while
+//!    waiting for another lock, never across file data I/O (the flush
+//!    gate's waiters wait for a device flush, not holding its lock).
 //!
 //! Namespace operations look a name up under its directory's lock; when
 //! the operation turns out to change another directory that comes earlier
@@ -144,7 +145,7 @@ struct Writer {
     /// policy); emptied at checkpoints, so it holds only files written since.
     unsynced_blocks: flush::UnsyncedBlocks,
     /// fsync's device flushes, shared by concurrent fsyncs, and how much of
-    /// what is not in-place data they made durable.
+    /// the data written at new addresses they made durable.
     flushes: flush::FlushGate,
     /// Set after an error that may have left the in-memory state ahead of the
     /// disk: no further checkpoint may be written.
