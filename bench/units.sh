@@ -43,14 +43,6 @@ cleanup_on_exit
 
 emit() { echo "$1,$2,$3,$4,$5" >> "$CSV"; }
 
-setup_null() {  # setup_null LABEL: the null FUSE file system on a fresh mount point
-    local lf=$OUTDIR/logs/$1.daemon.log
-    CUR_MNT=$SCRATCH/mnt-$1 && mkdir -p "$CUR_MNT" || return 1
-    "$NULL_FS" "$CUR_MNT" > "$lf" 2>&1 &
-    CUR_PID=$!
-    wait_mounted null_fs "$lf"
-}
-
 # fio_bw DIR FIO_ARGS...: one fio run in DIR, the MiB/s of its reads plus writes.
 fio_bw() {
     local dir=$1
