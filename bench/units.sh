@@ -30,7 +30,8 @@ OUTDIR=${OUTDIR:-$HERE/results/units-$(date +%Y%m%d-%H%M%S)}
 PARTS=${PARTS:-alloc folio}
 ALLOC_VALUES=${ALLOC_VALUES:-0 64 512} FOLIO_VALUES=${FOLIO_VALUES:-0 2 4 9}
 if [[ -z ${F2FUSE:-} || -z ${NULL_FS:-} ]]; then
-    (cd "$ROOT" && cargo build --release -q -p f2fuse -p f2fuse-fuse --example null_fs)
+    # Two builds: with --example, cargo builds only the examples of the packages named.
+    (cd "$ROOT" && cargo build --release -q -p f2fuse && cargo build --release -q -p f2fuse-fuse --example null_fs)
 fi
 F2FUSE=${F2FUSE:-$ROOT/target/release/f2fuse}
 NULL_FS=${NULL_FS:-$ROOT/target/release/examples/null_fs}
