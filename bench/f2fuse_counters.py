@@ -5,7 +5,8 @@
       two `f2fuse status MNT --json` snapshots -> cleaning work done between them:
       gc_runs, gc_blocks_moved and, when present, their parts (gc_foreground_runs,
       gc_background_runs, gc_data_blocks_moved, gc_node_blocks_moved, gc_sections_cleaned),
-      device_bytes_written, data_in_place and data_out_of_place (blocks, all logs)
+      device_bytes_written, data_in_place and data_out_of_place (blocks, all logs),
+      device_flushes and checkpoints
   f2fuse_counters.py extent-count FILE
       the output of `f2fuse extents MNT PATH` -> one number (or NA)
 
@@ -68,6 +69,10 @@ def gc_delta(before_path, after_path):
     v = pick(delta, ("total_written",))
     if v is not None:
         out.append(("device_bytes_written", v, "bytes"))
+    for name, key in (("device_flushes", "flushes"), ("checkpoints", "checkpoints")):
+        v = delta.get(key, delta.get("io." + key))
+        if v is not None:
+            out.append((name, v, "count"))
     for name in ("data_in_place", "data_out_of_place"):
         per_log = {k: v for k, v in delta.items() if k.startswith("logs.")}
         v = pick(per_log, (name,))

@@ -9,6 +9,7 @@
 #   F2FUSE                                     the f2fuse binary setup_f2fuse formats and mounts with
 #   F2FUSE_MKFS=f2fuse|mkfs.f2fs               formatter (unset: f2fuse)
 #   F2FUSE_OPTS                                `-o` options for every f2fuse mount
+#   NULL_FS                                    the null_fs example binary setup_null mounts
 # One peer is set up at a time; CUR_* below describe it (only what this file created),
 # and teardown_peer undoes it. setup_PEER LABEL [MOUNT_OPTION] returns non-zero if the
 # peer could not be set up (call it where set -e is off: `if !`, `||`); the caller then
@@ -87,6 +88,13 @@ wait_mounted() {  # wait_mounted WHAT LOGFILE: the daemon (CUR_PID) mounted CUR_
 }
 
 setup_raw()   { CUR_RAW=$SCRATCH/raw && CUR_MNT=$CUR_RAW && rm -rf "$CUR_RAW" && mkdir -p "$CUR_RAW"; }
+setup_null() {  # the FUSE limit: crates/fuse/examples/null_fs (stores nothing; negotiates as f2fuse)
+    local lf=$OUTDIR/logs/$1.daemon.log
+    CUR_MNT=$SCRATCH/mnt-$1 && mkdir -p "$CUR_MNT" || return 1
+    "$NULL_FS" "$CUR_MNT" > "$lf" 2>&1 &
+    CUR_PID=$!
+    wait_mounted null_fs "$lf"
+}
 setup_ext4()  { new_image "$1" && new_loop && "${MKFS_EXT4[@]}" "$CUR_LOOP" && mount "$CUR_LOOP" "$CUR_MNT"; }
 setup_xfs()   { new_image "$1" && new_loop && mkfs.xfs -q -f "$CUR_LOOP" && mount "$CUR_LOOP" "$CUR_MNT"; }
 setup_btrfs() { new_image "$1" && new_loop && mkfs.btrfs -q -f "$CUR_LOOP" > /dev/null && mount "$CUR_LOOP" "$CUR_MNT"; }

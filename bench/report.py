@@ -4,7 +4,10 @@
 
   report.py CSV --labels f2fuse,ext4,fuse2fs [--outdir DIR] [--title T]
       headline metrics (the shared kit's list, lib/csv2md.py) per peer, ratios
-      f2fuse/ext4 and f2fuse/fuse2fs, f2fuse's cleaning work per workload group;
+      f2fuse/ext4 and f2fuse/fuse2fs, and f2fuse/limit where the peers null
+      (a FUSE file system that stores nothing) and raw (the backing directory)
+      ran: the limit is the worse of the two, or raw alone for fsync-bound rows
+      (null makes nothing durable); f2fuse's cleaning work per workload group;
       with --outdir and matplotlib: DIR/metrics.png and DIR/ratios.png
   report.py CSV --policy W2 --labels max_victim_search=20,max_victim_search=4096
       one workload group, one row per tunable value (policy mode)
@@ -29,6 +32,30 @@ GC_ROWS = [(g, m, f"f2fuse cleaning during {g.upper()}: {what}")
            for g in GROUPS for m, what in (("gc_runs", "GC runs"), ("gc_blocks_moved", "blocks moved"))]
 EXTRA_ROWS = [("w2", "rewrite_s", "W2 4k sync rewrites, time s"),
               ("w2", "rewrite_p50_ms", "W2 4k sync rewrites, p50 ms")]
+# f2fuse's device flushes and checkpoints during a whole workload group (the daemon's counters)
+FLUSH_ROWS = [(g, m, f"f2fuse during {g.upper()}: {what}") for g in ("w2", "w5")
+              for m, what in (("device_flushes", "device flushes"), ("checkpoints", "checkpoints"))]
+LIMIT_PEERS = ("null", "raw")
+LIMIT = "limit"
+
+
+def fsync_bound(wl, metric):
+    """Rows whose every operation ends in an fsync (the device flush is the cost)."""
+    return wl == "w5" and metric == "write_iops" or wl == "w2" and metric.startswith("rewrite_") \
+        or wl.startswith(("w4-new-fsync-", "w4-over-fsync-"))
+
+
+def limit_of(cells, wl, metric, unit):
+    """The limit f2fuse is held against: raw for fsync-bound rows, else the worse of
+    null and raw (lower throughput, higher time); None when not measured."""
+    if fsync_bound(wl, metric):
+        return cells.get("raw", (None, None))[1]
+    vals = [cells[p][1] for p in LIMIT_PEERS if p in cells and cells[p][1] is not None]
+    if not vals or direction(unit) == "":
+        return None
+    return min(vals) if unit in HIGHER_IS_BETTER else max(vals)
+
+
 POLICY_COLUMNS = {
     "w2": [("rewrite_ops", "rewrites"), ("rewrite_s", "rewrite s"), ("rewrite_iops", "rewrite IOPS"), ("rewrite_p50_ms", "p50 ms"),
            ("rewrite_p99_ms", "p99 ms"), ("rewrite_max_ms", "max ms"), ("fill_files_per_s", "fill files/s"),
@@ -82,15 +109,19 @@ def direction(unit):
 
 def compare(data, labels, title, outdir):
     peers = [p for p in ("ext4", "fuse2fs") if OURS in labels and p in labels]
-    head = ["workload / metric", ""] + labels + [f"{OURS}/{p}" for p in peers]
-    out = [f"# {title}", "", "↑ higher is better, ↓ lower is better; ratio = f2fuse value / peer value.", "",
+    with_limit = OURS in labels and any(p in labels for p in LIMIT_PEERS)
+    head = ["workload / metric", ""] + labels + [f"{OURS}/{p}" for p in peers] + \
+        ([f"{OURS}/{LIMIT}"] if with_limit else [])
+    out = [f"# {title}", "", "↑ higher is better, ↓ lower is better; ratio = f2fuse value / peer value."
+           + (f" {LIMIT}: the worse of {' and '.join(LIMIT_PEERS)} (fsync-bound rows, marked *: raw)."
+              if with_limit else ""), "",
            "| " + " | ".join(head) + " |", "|---|:-:|" + "---:|" * (len(head) - 2)]
     plotted = []
     gc_rows = GC_ROWS
     ours = data.get(OURS, {})
     if OURS in labels and not any(num(ours[(g, m)]) is not None for g, m, _ in GC_ROWS if (g, m) in ours):
         gc_rows = []  # no daemon counters (status command absent): one line below instead
-    for wl, metric, desc in HEADLINE[:-1] + EXTRA_ROWS + [HEADLINE[-1]] + gc_rows:
+    for wl, metric, desc in HEADLINE[:-1] + EXTRA_ROWS + [HEADLINE[-1]] + gc_rows + FLUSH_ROWS:
         if (wl, metric) == ("w5", "extents"):
             desc += "; f2fuse: `f2fuse extents`"
         cells = {lab: cell(data.get(lab, {}), wl, metric) for lab in labels}
@@ -101,10 +132,16 @@ def compare(data, labels, title, outdir):
         for p in peers:
             a, b = cells[OURS][1], cells[p][1]
             ratios.append((a / b) if a is not None and b else None)
+        shown = list(ratios)
+        if with_limit:
+            a, b = cells[OURS][1], limit_of(cells, wl, metric, unit)
+            shown.append((a / b) if a is not None and b else None)
+            if fsync_bound(wl, metric):
+                desc += " *"
         row = [desc, direction(unit)] + [cells[lab][0] for lab in labels] + \
-            ["-" if r is None else f"{r:.2f}" for r in ratios]
+            ["-" if r is None else f"{r:.2f}" for r in shown]
         out.append("| " + " | ".join(row) + " |")
-        if not metric.startswith("gc_") and metric != "suite_wall_s":
+        if not metric.startswith("gc_") and metric not in ("suite_wall_s", "device_flushes", "checkpoints"):
             plotted.append((desc, unit, {lab: cells[lab][1] for lab in labels}, dict(zip(peers, ratios))))
     if OURS in labels and not gc_rows:
         reason = next((ours[(g, m)][1] for g, m, _ in GC_ROWS if (g, m) in ours), "not measured")

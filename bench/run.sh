@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# bench/run.sh -- f2fuse against kernel ext4 and fuse2fs (and optionally xfs,
-# btrfs, raw) on the same backing directory, W1..W5, one command. Root only.
+# bench/run.sh -- f2fuse against kernel ext4, the raw backing directory, a
+# null FUSE file system and fuse2fs (and optionally xfs, btrfs) on the same
+# backing directory, W1..W5, one command. Root only.
 #
 #   bench/run.sh                                  compare mode: every peer in PEERS
 #   bench/run.sh --policy W2 max_victim_search=20,4096
@@ -13,6 +14,10 @@
 #   ext4     mkfs.ext4 -m 0 on `losetup --direct-io=$LOOP_DIO`
 #   fuse2fs  the same ext4 image file served by fuse2fs (default options)
 #   xfs, btrfs  on a loop device as ext4;  raw  a plain directory of SCRATCH
+#   null     crates/fuse/examples/null_fs (stores nothing, negotiates FUSE as
+#            f2fuse does): the FUSE limit
+# The report gives f2fuse / min(null, raw) per row (fsync-bound rows: f2fuse / raw,
+# since null makes nothing durable), besides f2fuse / ext4 and f2fuse / fuse2fs.
 # and runs bench/run-workloads.sh (the shared kit, unchanged) once per workload
 # group, so that for f2fuse the daemon's counters (`f2fuse status MNT --json`,
 # when that command exists) can be read before and after each group.
@@ -22,13 +27,15 @@
 # metrics.png and ratios.png (compare mode), env.txt, logs/, raw/.
 #
 # Knobs (environment):
-#   PEERS="f2fuse ext4 fuse2fs"      also: xfs btrfs raw
+#   PEERS="ext4 raw null f2fuse fuse2fs"   also: xfs btrfs
 #   SCRATCH=/var/tmp/f2fuse-bench    backing directory (images, mount points)
 #   IMG_SIZE=1G  LOOP_DIO=on
 #   F2FUSE=<repo>/target/release/f2fuse   binary; when unset it is built first
 #                                    (cargo build --release -p f2fuse)
 #   F2FUSE_MKFS=f2fuse               or mkfs.f2fs
 #   F2FUSE_OPTS=                     extra `-o` options for every f2fuse mount
+#   NULL_FS=<repo>/target/release/examples/null_fs   when unset it is built first
+#                                    (cargo build --release -p f2fuse-fuse --example null_fs)
 #   OUTDIR=bench/results/run-DATE    (policy mode: bench/results/policy-DATE)
 #   NO_INSTALL=1                     do not apt-get install missing tools
 #   PYTHON=                          interpreter for the report (default: the first
@@ -74,7 +81,7 @@ fi
 [[ -c /dev/fuse ]] || die "/dev/fuse is missing: no FUSE on this machine (modprobe fuse?)"
 grep -qw fuse /proc/filesystems || modprobe fuse 2> /dev/null || die "the kernel has no FUSE support"
 
-PEERS=${PEERS:-"f2fuse ext4 fuse2fs"}
+PEERS=${PEERS:-"ext4 raw null f2fuse fuse2fs"}
 if [[ -n $POLICY_WL ]]; then PEERS=f2fuse; fi
 SCRATCH=${SCRATCH:-/var/tmp/f2fuse-bench}
 IMG_SIZE=${IMG_SIZE:-1G}
@@ -109,8 +116,8 @@ for p in $PEERS; do
         xfs) need mkfs.xfs xfsprogs ;;
         btrfs) need mkfs.btrfs btrfs-progs ;;
         f2fuse) if [[ $F2FUSE_MKFS == mkfs.f2fs ]]; then need mkfs.f2fs f2fs-tools; fi ;;
-        ext4|raw) ;;
-        *) die "unknown peer '$p' (f2fuse ext4 fuse2fs xfs btrfs raw)" ;;
+        ext4|raw|null) ;;
+        *) die "unknown peer '$p' (f2fuse ext4 fuse2fs xfs btrfs raw null)" ;;
     esac
 done
 have_plot_python() {
@@ -146,6 +153,17 @@ if [[ $PEERS == *f2fuse* ]]; then
     HAVE_STATUS=0 HAVE_EXTENTS=0
     "$F2FUSE" status --help > /dev/null 2>&1 && HAVE_STATUS=1
     "$F2FUSE" extents --help > /dev/null 2>&1 && HAVE_EXTENTS=1
+fi
+
+# ---- the null FUSE file system ----
+if [[ " $PEERS " == *" null "* ]]; then
+    if [[ -z ${NULL_FS:-} ]]; then
+        NULL_FS=$REPO/target/release/examples/null_fs
+        log "building $NULL_FS (cargo build --release -p f2fuse-fuse --example null_fs)"
+        (cd "$REPO" && cargo build --release -p f2fuse-fuse --example null_fs) || die "cargo build of null_fs failed (set NULL_FS=/path/to/null_fs)"
+    fi
+    [[ -x $NULL_FS ]] || die "NULL_FS=$NULL_FS is not an executable"
+    NULL_FS=$(cd "$(dirname "$NULL_FS")" && pwd)/$(basename "$NULL_FS")
 fi
 
 mkdir -p "$OUTDIR/logs" "$SCRATCH"

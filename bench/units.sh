@@ -30,7 +30,8 @@ OUTDIR=${OUTDIR:-$HERE/results/units-$(date +%Y%m%d-%H%M%S)}
 PARTS=${PARTS:-alloc folio}
 ALLOC_VALUES=${ALLOC_VALUES:-0 64 512} FOLIO_VALUES=${FOLIO_VALUES:-0 2 4 9}
 if [[ -z ${F2FUSE:-} || -z ${NULL_FS:-} ]]; then
-    (cd "$ROOT" && cargo build --release -q -p f2fuse -p f2fuse-fuse --example null_fs)
+    # Two builds: with --example, cargo builds only the examples of the packages named.
+    (cd "$ROOT" && cargo build --release -q -p f2fuse && cargo build --release -q -p f2fuse-fuse --example null_fs)
 fi
 F2FUSE=${F2FUSE:-$ROOT/target/release/f2fuse}
 NULL_FS=${NULL_FS:-$ROOT/target/release/examples/null_fs}
@@ -42,14 +43,6 @@ source "$HERE/peers.sh"
 cleanup_on_exit
 
 emit() { echo "$1,$2,$3,$4,$5" >> "$CSV"; }
-
-setup_null() {  # setup_null LABEL: the null FUSE file system on a fresh mount point
-    local lf=$OUTDIR/logs/$1.daemon.log
-    CUR_MNT=$SCRATCH/mnt-$1 && mkdir -p "$CUR_MNT" || return 1
-    "$NULL_FS" "$CUR_MNT" > "$lf" 2>&1 &
-    CUR_PID=$!
-    wait_mounted null_fs "$lf"
-}
 
 # fio_bw DIR FIO_ARGS...: one fio run in DIR, the MiB/s of its reads plus writes.
 fio_bw() {

@@ -30,10 +30,17 @@ pub struct CheckpointRequest<'a> {
     pub quota_need_fsck: bool,
 }
 
-/// Writes a checkpoint pack into the slot not in use and makes it current.
-/// Order: everything it refers to is already on disk; flush; the pack
-/// without its trailing header copy; flush; the trailing copy; flush. A
-/// crash before the trailer is durable leaves the previous pack in force.
+/// Writes a checkpoint pack into the slot not in use and makes it current,
+/// with two flushes (the kernel's do_checkpoint: one flush, then the
+/// trailing copy written with PREFLUSH|FUA). Order: everything it refers to
+/// has been written (not necessarily flushed); the pack without its
+/// trailing header copy; flush; the trailing copy; flush. A pack is valid
+/// only when its trailing copy matches its header, and that copy is written
+/// after a flush that began when the pack and all it refers to were
+/// written: no flush is needed before the pack. A crash before the trailer
+/// is durable leaves the previous pack in force. The last flush makes the
+/// pack durable before anything it frees is written again (and before
+/// fsync, sync or unmount return).
 pub fn write_checkpoint(
     dev: &Device,
     sb: &SuperBlock,
@@ -173,7 +180,6 @@ pub fn write_checkpoint(
     debug_assert_eq!(pack.len(), (total - 1) * F2FS_BLKSIZE);
     let next_pack = 1 - cur.pack;
     let start = sb.cp_blkaddr.get() as u64 + ((next_pack as u64) << F2FS_LOG_BLOCKS_PER_SEG);
-    dev.flush()?;
     dev.write_blocks(IoKind::Meta, start, &pack)?;
     dev.flush()?;
     dev.write_blocks(IoKind::Meta, start + total as u64 - 1, &header)?;

@@ -101,11 +101,14 @@ impl IoStats {
         self.written.iter().sum()
     }
 
-    /// Bytes written other than data rewritten in place: data at new
-    /// addresses (which a node written later may point at), nodes (an fsync
-    /// chain follows the node log through them) and metadata.
-    pub fn written_but_in_place(&self) -> u64 {
-        self.total_written() - self.written_of(IoKind::InPlaceData)
+    /// Bytes of data written at new addresses (file and directory data,
+    /// data moved by cleaning): blocks a node written later may point at,
+    /// unlike data rewritten in place, nodes and metadata.
+    pub fn data_written_out_of_place(&self) -> u64 {
+        [IoKind::UserData, IoKind::DirData, IoKind::GcData]
+            .iter()
+            .map(|&kind| self.written_of(kind))
+            .sum()
     }
 }
 

@@ -6,7 +6,8 @@
 //! reads zeros and drops written bytes. What f2fuse costs beyond it is the
 //! file system's own work; what it costs beyond a local file system is
 //! FUSE. `cp -r TREE MOUNTPOINT` makes a tree whose listing and reading
-//! cost only FUSE (the small-file benchmark, bench/smallfiles.sh).
+//! cost only FUSE (the small-file benchmark, bench/smallfiles.sh); mkdir,
+//! fallocate and rm -r are enough for bench/run-workloads.sh.
 //!
 //! `cargo run --release -p f2fuse-fuse --example null_fs -- MOUNTPOINT
 //! [--threads N] [--no-writeback-cache] [--read-ahead-kb KIB]`; runs in the
@@ -254,6 +255,24 @@ impl Filesystem for NullFs {
 
     fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         self.reply_removed(parent, name, true, reply);
+    }
+
+    /// Plain allocation only grows the size (the benchmarks' files are
+    /// fallocated first); nothing is stored either way.
+    fn fallocate(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        length: u64,
+        mode: i32,
+        reply: ReplyEmpty,
+    ) {
+        if mode == 0 {
+            self.set_size(ino.0, |size| size.max(offset + length));
+        }
+        reply.ok();
     }
 
     fn open(&self, _req: &Request, _ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {

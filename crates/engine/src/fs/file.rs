@@ -281,10 +281,7 @@ impl Fs {
         let Some(ipu) = policy.ipu else {
             return false;
         };
-        let mut unsynced = w.unsynced_blocks.lock();
-        let count = unsynced.entry(ino).or_default();
-        *count = count.saturating_add(blocks);
-        *count <= ipu.min_fsync_blocks as u64
+        w.unsynced_blocks.add(ino, blocks) <= ipu.min_fsync_blocks as u64
     }
 
     /// EPERM unless writing `buf` at `offset` leaves the bytes an

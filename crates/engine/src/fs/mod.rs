@@ -25,9 +25,10 @@
 //! 6. the fsync-chain lock (one chain in the warm node log at a time);
 //! 7. one node guard (`node::NodeGuard`): a node block is changed only
 //!    while its guard is held;
-//! 8. leaf locks (segment manager, NAT, node caches, counters, quota files): held
-//!    briefly, never while waiting for another lock, never across file
-//!    data I/O.
+//! 8. leaf locks (segment manager, NAT, node caches, counters, quota files,
+//!    the flush gate, unsynced block counts): held briefly, never while
+//!    waiting for another lock, never across file data I/O (the flush
+//!    gate's waiters wait for a device flush, not holding its lock).
 //!
 //! Namespace operations look a name up under its directory's lock; when
 //! the operation turns out to change another directory that comes earlier
@@ -45,6 +46,7 @@ mod clean;
 mod compress;
 mod evict;
 mod file;
+mod flush;
 mod info;
 mod locks;
 mod namei;
@@ -80,7 +82,7 @@ use locks::{InodeGuard, Locks, Mode, RangeGuard};
 use parking_lot::{Mutex, RwLock, RwLockReadGuard};
 use std::collections::{BTreeSet, HashMap};
 use std::ops::Range;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU8, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -141,10 +143,10 @@ struct Writer {
     open_counts: Mutex<HashMap<u32, u32>>,
     /// Blocks written per file since its last fsync (the FSYNC in-place
     /// policy); emptied at checkpoints, so it holds only files written since.
-    unsynced_blocks: Mutex<HashMap<u32, u64>>,
-    /// Bytes written other than in-place data (`IoStats::written_but_in_place`)
-    /// known to be on the disk: a flush began after they were written.
-    durable_written: AtomicU64,
+    unsynced_blocks: flush::UnsyncedBlocks,
+    /// fsync's device flushes, shared by concurrent fsyncs, and how much of
+    /// the data written at new addresses they made durable.
+    flushes: flush::FlushGate,
     /// Set after an error that may have left the in-memory state ahead of the
     /// disk: no further checkpoint may be written.
     failed: AtomicBool,

@@ -22,7 +22,7 @@ use f2fuse_layout::*;
 use parking_lot::{Mutex, RwLock, RwLockReadGuard};
 use std::collections::{BTreeSet, HashMap};
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize};
+use std::sync::atomic::{AtomicBool, AtomicUsize};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -181,8 +181,8 @@ impl Fs {
             orphans: Mutex::new(orphans),
             need_checkpoint: AtomicBool::new(false),
             open_counts: Mutex::new(HashMap::new()),
-            unsynced_blocks: Mutex::new(HashMap::new()),
-            durable_written: AtomicU64::new(0),
+            unsynced_blocks: Default::default(),
+            flushes: Default::default(),
             failed: AtomicBool::new(false),
             last_checkpoint: Mutex::new(Duration::ZERO),
             max_dirty_nodes: AtomicUsize::new(MAX_DIRTY_NODES),

@@ -31,7 +31,7 @@ impl Fs {
             let _op = self.write_guard()?;
             let _inode = self.locks().inode(ino, Mode::Exclusive);
             let inode = self.caller_inode(&self.ctx(), ino)?;
-            w.unsynced_blocks.lock().remove(&ino);
+            w.unsynced_blocks.reset(ino);
             let reason = self.checkpoint_reason(w, &inode);
             if reason.is_none() {
                 if let Err(e) = self.write_fsync_chain(w, ino) {
@@ -75,40 +75,49 @@ impl Fs {
 
     /// Writes the fsync chain of `ino`: data first made durable, then its
     /// nodes (the last one FSYNC-marked, DENT too for a new inode), then a
-    /// flush. Nothing dirty: only the flush. One chain at a time: another
-    /// fsync's nodes allocated between these in the log, but written
-    /// later, would break this chain at a crash in between.
+    /// flush. Flushes go through `Writer::flushes`, outside the chain lock,
+    /// so concurrent fsyncs share them (each still starts after the writes
+    /// it must cover).
+    ///
+    /// Nothing dirty: no flush at all (the kernel's fsync of a clean file).
+    /// Every write of data dirties the inode (times) under the inode lock,
+    /// and a file's nodes are written clean only by its own fsync chain
+    /// (whose flush ends before the inode lock is released), by a
+    /// checkpoint (which flushes) or by cleaning (which checkpoints before
+    /// releasing `op_lock`): so a file whose nodes are clean has nothing on
+    /// the device that is not durable yet.
     fn write_fsync_chain(&self, w: &Writer, ino: u32) -> Result<()> {
-        let _order = lock_order::acquire(Level::Chain, 0, false);
-        let _chain = w.chain_lock.lock();
         let Some(nodes) = self.nm.fsync_nodes_of(ino)? else {
-            return self.flush_recording();
+            return Ok(());
         };
         let dent = self.nm.needs_dentry_mark(ino);
-        // A node must never reach the disk before the data it points at, nor
-        // before the node log blocks recovery walks to reach it. If nothing
-        // but in-place data was written since the last flush, the nodes can
-        // only point at blocks on the disk already or rewritten in place
-        // (whose address was valid before): one flush serves data and nodes.
-        if self.dev.io_stats().written_but_in_place() != w.durable_written.load(Ordering::Acquire) {
-            self.flush_recording()?;
+        // A node must never reach the disk before the data it points at. If
+        // no data was written at a new address since the last flush began,
+        // the nodes can only point at blocks on the disk already or
+        // rewritten in place (whose address was valid before): one flush
+        // serves data and nodes. The file's writes all completed (the inode
+        // lock is held), and a write's node is published only after its data
+        // write returned. Other fsyncs' chains written since need no flush
+        // here: ours follows them in the log and our last flush covers them,
+        // and a cut before it may lose our chain (not yet promised) but
+        // never shows a wrong one (recovery stops at the first block that
+        // is not a node of this checkpoint's chains).
+        if w.flushes.data_out_of_place_since_flush(&self.dev) {
+            w.flushes.flush(&self.dev)?;
         }
-        let stamp = self.node_stamp(&self.cp.read());
-        self.nm
-            .write_nodes(&w.space, stamp, nodes, NodeMarks::Fsync { dent })?;
-        self.flush_recording()
-    }
-
-    /// Flushes the device and records how much of what is not in-place
-    /// data is now durable: what was written when the flush began (a
-    /// write's node is published only after its data write returned).
-    fn flush_recording(&self) -> Result<()> {
-        let written = self.dev.io_stats().written_but_in_place();
-        self.dev.flush()?;
-        self.writer()
-            .durable_written
-            .fetch_max(written, Ordering::AcqRel);
-        Ok(())
+        {
+            // One chain at a time: another fsync's nodes allocated between
+            // these in the log, but written later, would break this chain
+            // at a crash in between.
+            let _order = lock_order::acquire(Level::Chain, 0, false);
+            let _chain = w.chain_lock.lock();
+            let stamp = self.node_stamp(&self.cp.read());
+            self.nm
+                .write_nodes(&w.space, stamp, nodes, NodeMarks::Fsync { dent })?;
+        }
+        // Chains written after this one are in the log behind it; the flush
+        // that makes them durable makes this one durable too.
+        w.flushes.flush(&self.dev)
     }
 
     /// Clears LOST_PINO when the inode's one name is again the one its
@@ -194,11 +203,14 @@ impl Fs {
             quota_need_fsck: self.quota_needs_fsck(),
         };
         write_checkpoint(&self.dev, self.superblock(), &mut cp, &space, req)?;
+        // Its last flush began after every write: nothing is in flight
+        // while `op_lock` is held exclusively.
+        w.flushes.all_durable(&self.dev);
         self.counters.add(FsCounter::CheckpointsWritten as usize, 1);
         space.commit_checkpoint();
         self.nm.commit_checkpoint(nat);
         w.need_checkpoint.store(false, Ordering::Relaxed);
-        w.unsynced_blocks.lock().clear();
+        w.unsynced_blocks.reset_all();
         *w.last_checkpoint.lock() = w.clock.since_mount();
         Ok(())
     }
