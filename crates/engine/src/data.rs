@@ -407,8 +407,8 @@ pub fn extents(nm: &NodeManager, inode: &InodeInfo) -> Result<Vec<(u64, u32, u64
 }
 
 use crate::inode::{blocks_less, set_ctime, set_mtime, Ctx, FileKind as Kind};
-use f2fuse_layout::node::{max_file_blocks, I_ADDR_OFFSET};
 use crate::segment::StreamRequest;
+use f2fuse_layout::node::{max_file_blocks, I_ADDR_OFFSET};
 use f2fuse_layout::segment::Summary;
 
 /// Byte offset of `i_nid[0]` in an inode block.
@@ -568,8 +568,7 @@ pub fn write_blocks(
         streams: false,
         ..DataPolicy::default()
     };
-    write_blocks_upto(ctx, inode, first, data, target, policy, &|| ())
-    .map_err(|(_, e)| e)
+    write_blocks_upto(ctx, inode, first, data, target, policy, &|| ()).map_err(|(_, e)| e)
 }
 
 /// Where a write's blocks go: `log` for blocks given new addresses; with

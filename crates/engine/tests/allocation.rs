@@ -109,7 +109,9 @@ fn verify(fs: &Fs, files: &[u32], requests: u64) {
     let mut buf = vec![0u8; (REQUEST_BLOCKS * BLOCK) as usize];
     for (t, &ino) in files.iter().enumerate() {
         for r in 0..requests {
-            let n = fs.read_ino(ino, r * REQUEST_BLOCKS * BLOCK, &mut buf).unwrap();
+            let n = fs
+                .read_ino(ino, r * REQUEST_BLOCKS * BLOCK, &mut buf)
+                .unwrap();
             assert_eq!(n, buf.len());
             assert!(
                 buf.iter().all(|&b| b == pattern(t, r)),
@@ -119,9 +121,13 @@ fn verify(fs: &Fs, files: &[u32], requests: u64) {
     }
 }
 
-/// Extents of file `f{t}` as `f2fuse extents` lists them (unwritten ones too).
-fn extent_count(fs: &Fs, t: usize) -> usize {
-    fs.file_extents(&format!("/f{t}")).unwrap().extents.len()
+/// Every file `f{t}` has at most `most` extents as `f2fuse extents` lists
+/// them (unwritten ones too).
+fn assert_extents_at_most(fs: &Fs, files: &[u32], most: usize) {
+    for (t, &ino) in files.iter().enumerate() {
+        let count = fs.file_extents(&format!("/f{t}")).unwrap().extents.len();
+        assert!(count <= most, "f{t}: {count} extents: {:?}", runs(fs, ino));
+    }
 }
 
 #[test]
@@ -181,10 +187,7 @@ fn concurrent_sequential_writers_get_one_stream_each() {
     let fs = support::open_writable(&img);
     let (threads, requests) = (6, 8);
     let files = write_files_concurrently(&fs, threads, requests, &[], 0);
-    for t in 0..threads as usize {
-        let count = extent_count(&fs, t);
-        assert!(count <= 2, "f{t}: {count} extents: {:?}", runs(&fs, files[t]));
-    }
+    assert_extents_at_most(&fs, &files, 2);
     verify(&fs, &files, requests);
     fs.unmount().unwrap();
     fsck_f2fs(&img).unwrap();
@@ -205,10 +208,9 @@ fn concurrent_writers_of_preallocated_files_get_one_run_each() {
     let fs = support::open_writable(&img);
     let (threads, requests) = (10, 8);
     let files = write_files_concurrently(&fs, threads, requests, &[], 12);
-    for t in 0..threads as usize {
-        let count = extent_count(&fs, t);
-        assert!(count <= 2, "f{t}: {count} extents: {:?}", runs(&fs, files[t]));
-        assert_eq!(runs(&fs, files[t]).len(), 1, "f{t}");
+    assert_extents_at_most(&fs, &files, 2);
+    for &ino in &files {
+        assert_eq!(runs(&fs, ino).len(), 1, "inode {ino}");
     }
     verify(&fs, &files, requests);
     // A checkpoint in the middle: the streams' segments are recorded part
@@ -225,9 +227,7 @@ fn concurrent_writers_of_preallocated_files_get_one_run_each() {
             });
         }
     });
-    for t in 0..threads as usize {
-        assert_eq!(extent_count(&fs, t), 1, "f{t}: {:?}", runs(&fs, files[t]));
-    }
+    assert_extents_at_most(&fs, &files, 1);
     verify(&fs, &files, 12);
     fs.unmount().unwrap();
     fsck_f2fs(&img).unwrap();

@@ -125,12 +125,7 @@ impl SegmentManager {
     /// Hands out the next block of file `ino`'s stream; the log's next one
     /// ([`allocate`](Self::allocate)) when it has no stream or the stream
     /// cannot go on into the next segment.
-    pub fn allocate_streamed(
-        &mut self,
-        ino: u32,
-        log: CursegType,
-        owner: Summary,
-    ) -> Result<u32> {
+    pub fn allocate_streamed(&mut self, ino: u32, log: CursegType, owner: Summary) -> Result<u32> {
         let Some(i) = self
             .streams
             .iter()
@@ -156,22 +151,36 @@ impl SegmentManager {
         self.streams[i].open.as_ref().expect("an open stream")
     }
 
-    /// Moves a full stream on to the segment right after its own, if that
+    /// Moves a full stream on: to the segment right after its own if that
     /// one is free, no log's or stream's, and in no other stream's window;
-    /// else closes the stream. Returns whether it moved.
+    /// else to a new window as long as its last one (a new run of the
+    /// file, but still apart from the other writers). Closes the stream
+    /// and returns false when neither is there.
     fn advance_stream(&mut self, i: usize) -> bool {
         let seg = self.stream_segment(i);
         let (next, window) = (seg.segno + 1, seg.window.clone());
-        let usable = (next as usize) < self.segs.len()
+        let log = self.streams[i].log;
+        self.close_stream(i);
+        if self.need_ssr() {
+            return false;
+        }
+        let adjacent = (next as usize) < self.segs.len()
             && self.segs[next as usize].is_free()
             && !self.is_current(next)
-            && !self.in_stream_window(next, Some(i))
-            && !self.need_ssr();
-        self.close_stream(i);
-        if usable {
-            self.open_stream_segment(i, next, window.start..window.end.max(next + 1));
+            && !self.in_stream_window(next, Some(i));
+        let moved = if adjacent {
+            Some((next, window.start..window.end.max(next + 1)))
+        } else {
+            self.find_window(log, window.len() as u32)
+                .map(|window| (window.start, window))
+        };
+        match moved {
+            Some((segno, window)) => {
+                self.open_stream_segment(i, segno, window);
+                true
+            }
+            None => false,
         }
-        usable
     }
 
     /// Makes free segment `segno` stream `i`'s.
@@ -283,7 +292,11 @@ impl SegmentManager {
     /// is no log's and no other stream's, and, LFS-style, has no valid
     /// block at or after its next block.
     pub(super) fn debug_check_streams(&self) {
-        let segs: Vec<&StreamSegment> = self.streams.iter().filter_map(|s| s.open.as_ref()).collect();
+        let segs: Vec<&StreamSegment> = self
+            .streams
+            .iter()
+            .filter_map(|s| s.open.as_ref())
+            .collect();
         for (k, seg) in segs.iter().enumerate() {
             assert!(
                 self.cursegs.iter().all(|c| c.segno != seg.segno),
