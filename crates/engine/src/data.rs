@@ -798,10 +798,9 @@ fn place_blocks(
             quota_left -= 1;
         }
         let owner = Summary::new(slot.nid, version, slot.ofs_in_node);
-        let allocated = if streamed {
-            space.allocate_streamed(inode.ino, log, owner)
-        } else {
-            space.allocate(log, owner)
+        let allocated = match stream.filter(|_| streamed) {
+            Some(req) => space.allocate_streamed(inode.ino, req.first + i as u64, log, owner),
+            None => space.allocate(log, owner),
         };
         match allocated {
             Ok(new) => {

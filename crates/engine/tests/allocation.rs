@@ -232,3 +232,27 @@ fn concurrent_writers_of_preallocated_files_get_one_run_each() {
     fs.unmount().unwrap();
     fsck_f2fs(&img).unwrap();
 }
+
+#[test]
+fn requests_arriving_out_of_order_still_form_one_run() {
+    // FUSE sends one file's chunks on several threads: the second chunk
+    // of a write may be allocated before the first. A stream places each
+    // block by its file offset, so the file is still one run.
+    if !require_f2fs_tools() {
+        return;
+    }
+    let (_scratch, img) = image("alloc-stream-order");
+    let fs = support::open_writable(&img);
+    let ino = fs.create(ROOT, b"f0", 0o644, 0, 0).unwrap().ino;
+    let request_bytes = REQUEST_BLOCKS * BLOCK;
+    let mode = FallocMode::Allocate { keep_size: false };
+    fs.fallocate(ino, 0, 8 * request_bytes, mode).unwrap();
+    for r in [1, 0, 3, 2, 5, 4, 7, 6] {
+        let data = vec![pattern(0, r); request_bytes as usize];
+        fs.write(ino, r * request_bytes, &data).unwrap();
+    }
+    assert_eq!(runs(&fs, ino).len(), 1, "{:?}", runs(&fs, ino));
+    verify(&fs, &[ino], 8);
+    fs.unmount().unwrap();
+    fsck_f2fs(&img).unwrap();
+}

@@ -2,25 +2,30 @@
 //! segments of its own, outside the six logs, so its blocks stay
 //! contiguous while other files write at the same time (issue 11, seed
 //! 000: with one shared data log, ten concurrent writers got one extent
-//! per request). A stream's segment is an ordinary data segment on disk,
-//! partly filled, with its SIT entry and SSA block written at each
-//! checkpoint; its unused tail is a hole that SSR and the cleaner reclaim
-//! once the stream has moved on. See docs/ARCHITECTURE.md, "Per-file
-//! streams".
+//! per request). A stream maps file block `i` to address `base + i`, so
+//! requests that arrive out of order (FUSE sends one file's chunks on
+//! several threads) still land next to each other. A stream's segments
+//! are ordinary data segments on disk, partly filled, with their SIT
+//! entries and SSA blocks written at each checkpoint; what a stream leaves
+//! unwritten is a hole that SSR and the cleaner reclaim once the stream
+//! let go of the segment. See docs/ARCHITECTURE.md, "Per-file streams".
 
 use super::SegmentManager;
 use crate::error::Result;
 use f2fuse_layout::segment::{Summary, SummaryBlock, SUM_TYPE_DATA};
-use f2fuse_layout::{bitmap, CursegType, BLOCKS_PER_SEG, ENTRIES_IN_SUM};
+use f2fuse_layout::{CursegType, BLOCKS_PER_SEG, ENTRIES_IN_SUM};
 use std::ops::Range;
 use zerocopy::FromZeros;
 
-/// Streams remembered at once (with a segment or not yet); the least
+/// Streams remembered at once (with segments or not yet); the least
 /// recently used one is dropped for a new file.
 const MAX_STREAMS: usize = 32;
-/// Segments a new stream holds ahead of itself at least (32 MiB) and at
-/// most (128 MiB). Held segments stay free on disk: the logs only prefer
-/// others while there are any, so a generous window costs nothing.
+/// Segments one stream holds at once; taking one more lets go of its
+/// lowest (whatever of it is unwritten stays a hole).
+const MAX_HELD: usize = 4;
+/// Segments a new stream expects to fill at least (32 MiB) and at most
+/// (128 MiB): the window the logs avoid while they can. Windows are free
+/// segments on disk, so a generous one costs nothing.
 const MIN_WINDOW_SEGMENTS: u64 = 16;
 const MAX_WINDOW_SEGMENTS: u64 = 64;
 
@@ -30,36 +35,42 @@ pub struct StreamRequest {
     pub ino: u32,
     /// First file block of the request.
     pub first: u64,
-    /// Blocks the request allocates.
+    /// Blocks of the request.
     pub blocks: u64,
     /// Blocks the file is expected to write after this request: its
     /// preallocated (fallocated) blocks past it, 0 when unknown.
     pub ahead: u64,
 }
 
-/// The large requests of one file: where the next one must start to
-/// continue them, and the segment they fill, once opened.
+/// The large requests of one file.
 pub(super) struct Stream {
     ino: u32,
     log: CursegType,
+    /// File block right after the last request: a request starting here
+    /// continues the file's writing.
     next_index: u64,
-    open: Option<StreamSegment>,
+    /// Where the stream puts file blocks, once opened.
+    placement: Option<Placement>,
     /// `stream_clock` at the last request: for least-recently-used eviction.
     used: u64,
 }
 
-/// The segment a stream writes, LFS-style (a block after another, none
-/// reused before the next checkpoint), and the segments held for it.
-pub(super) struct StreamSegment {
-    segno: u32,
-    next_blkoff: u16,
-    sums: Vec<Summary>,
-    /// Segments the stream expects to grow into: the logs pick new
-    /// segments outside every window while they can.
+/// File block `i` goes to address `base_addr + (i - base_index)`, in one
+/// of the segments the stream holds (taken free, counted as current).
+pub(super) struct Placement {
+    base_index: u64,
+    base_addr: u64,
+    held: Vec<HeldSegment>,
+    /// Segments the stream expects to grow into.
     window: Range<u32>,
 }
 
-impl StreamSegment {
+pub(super) struct HeldSegment {
+    segno: u32,
+    sums: Vec<Summary>,
+}
+
+impl HeldSegment {
     fn summary_block(&self) -> Box<SummaryBlock> {
         let mut block = SummaryBlock::new_zeroed();
         block.entries.copy_from_slice(&self.sums);
@@ -71,45 +82,27 @@ impl StreamSegment {
 impl SegmentManager {
     /// Called, under the space lock, before a serialized request's blocks
     /// are allocated: returns whether they go to the file's stream
-    /// ([`allocate_streamed`](Self::allocate_streamed)). A stream opens
-    /// when the request continues the file's previous one, or writes into
-    /// preallocated blocks with more of them ahead; it needs a free
-    /// segment, one-segment sections, and space enough that the logs do
-    /// not fill holes yet (SSR). Otherwise the request goes to the log.
+    /// ([`allocate_streamed`](Self::allocate_streamed)). They do when the
+    /// request falls in the stream's span; else a new stream opens when
+    /// the request continues the file's previous one or writes into
+    /// preallocated blocks with more of them ahead. A stream needs free
+    /// segments, one-segment sections, and space enough that the logs do
+    /// not fill holes yet (SSR); otherwise the request goes to the log.
     pub fn begin_stream_request(&mut self, req: StreamRequest, log: CursegType) -> bool {
         self.stream_clock += 1;
-        let i = match self.streams.iter().position(|s| s.ino == req.ino) {
-            Some(i) => i,
-            None => {
-                if self.streams.len() == MAX_STREAMS {
-                    let oldest = (0..self.streams.len())
-                        .min_by_key(|&i| self.streams[i].used)
-                        .expect("MAX_STREAMS > 0");
-                    self.close_stream(oldest);
-                    self.streams.swap_remove(oldest);
-                }
-                self.streams.push(Stream {
-                    ino: req.ino,
-                    log,
-                    next_index: u64::MAX,
-                    open: None,
-                    used: 0,
-                });
-                self.streams.len() - 1
-            }
-        };
+        let i = self.stream_of(req.ino, log);
         let stream = &mut self.streams[i];
-        let continues = stream.next_index == req.first && stream.log == log;
+        let continues = stream.next_index == req.first;
         stream.next_index = req.first.saturating_add(req.blocks);
         stream.used = self.stream_clock;
-        stream.log = log;
-        if continues && stream.open.is_some() {
+        if stream.placement.as_ref().is_some_and(|p| p.spans(&req)) && self.placeable(i, req.first)
+        {
             return true;
         }
-        self.close_stream(i);
         if !continues && req.ahead == 0 || self.segs_per_sec != 1 || self.need_ssr() {
             return false;
         }
+        self.close_stream(i);
         // Expect the rest of a preallocated range, or a file as long again.
         let expected = req.blocks + req.ahead.max(req.first);
         let want = expected
@@ -118,142 +111,225 @@ impl SegmentManager {
         let Some(window) = self.find_window(log, want) else {
             return false;
         };
-        self.open_stream_segment(i, window.start, window);
+        // A first request into a preallocated range may be a later chunk of
+        // a write whose earlier chunk is still on its way: room for it.
+        let base_index = if continues {
+            req.first
+        } else {
+            req.first.saturating_sub(req.blocks)
+        };
+        self.streams[i].placement = Some(Placement {
+            base_index,
+            base_addr: self.blkaddr_of(window.start, 0) as u64,
+            held: Vec::new(),
+            window,
+        });
         true
     }
 
-    /// Hands out the next block of file `ino`'s stream; the log's next one
-    /// ([`allocate`](Self::allocate)) when it has no stream or the stream
-    /// cannot go on into the next segment.
-    pub fn allocate_streamed(&mut self, ino: u32, log: CursegType, owner: Summary) -> Result<u32> {
-        let Some(i) = self
-            .streams
-            .iter()
-            .position(|s| s.ino == ino && s.open.is_some())
-        else {
-            return self.allocate(log, owner);
-        };
-        if self.stream_segment(i).next_blkoff as u32 >= BLOCKS_PER_SEG && !self.advance_stream(i) {
-            return self.allocate(log, owner);
+    /// The stream of file `ino` writing to `log` (a new one, dropping the
+    /// least recently used if need be).
+    fn stream_of(&mut self, ino: u32, log: CursegType) -> usize {
+        if let Some(i) = self.streams.iter().position(|s| s.ino == ino) {
+            if self.streams[i].log != log {
+                self.close_stream(i);
+                self.streams[i].log = log;
+            }
+            return i;
         }
-        let now = self.elapsed_now();
-        let seg = self.streams[i].open.as_mut().expect("checked above");
-        let (segno, off) = (seg.segno, seg.next_blkoff as usize);
-        seg.sums[off] = owner;
-        seg.next_blkoff += 1;
-        self.tracking(&[segno], |sm| sm.segs[segno as usize].mark_valid(off, now));
-        self.dirty_sit.insert(segno);
-        self.stats.lfs_blocks[log as usize] += 1;
-        Ok(self.blkaddr_of(segno, off as u32))
+        if self.streams.len() == MAX_STREAMS {
+            let oldest = (0..self.streams.len())
+                .min_by_key(|&i| self.streams[i].used)
+                .expect("MAX_STREAMS > 0");
+            self.close_stream(oldest);
+            self.streams.swap_remove(oldest);
+        }
+        self.streams.push(Stream {
+            ino,
+            log,
+            next_index: u64::MAX,
+            placement: None,
+            used: 0,
+        });
+        self.streams.len() - 1
     }
 
-    fn stream_segment(&self, i: usize) -> &StreamSegment {
-        self.streams[i].open.as_ref().expect("an open stream")
+    /// Hands out the address file block `index` of `ino` has in its
+    /// stream; the log's next block ([`allocate`](Self::allocate)) when it
+    /// has no stream or that address is not free for it.
+    pub fn allocate_streamed(
+        &mut self,
+        ino: u32,
+        index: u64,
+        log: CursegType,
+        owner: Summary,
+    ) -> Result<u32> {
+        match self.stream_slot(ino, index) {
+            Some((i, segno, off)) => {
+                let now = self.elapsed_now();
+                let held = self.streams[i]
+                    .placement
+                    .as_mut()
+                    .and_then(|p| p.held.iter_mut().find(|h| h.segno == segno))
+                    .expect("stream_slot holds the segment");
+                held.sums[off] = owner;
+                self.tracking(&[segno], |sm| sm.segs[segno as usize].mark_valid(off, now));
+                self.dirty_sit.insert(segno);
+                self.stats.lfs_blocks[log as usize] += 1;
+                Ok(self.blkaddr_of(segno, off as u32))
+            }
+            None => self.allocate(log, owner),
+        }
     }
 
-    /// Moves a full stream on: to the segment right after its own if that
-    /// one is free, no log's or stream's, and in no other stream's window;
-    /// else to a new window as long as its last one (a new run of the
-    /// file, but still apart from the other writers). Closes the stream
-    /// and returns false when neither is there.
-    fn advance_stream(&mut self, i: usize) -> bool {
-        let seg = self.stream_segment(i);
-        let (next, window) = (seg.segno + 1, seg.window.clone());
-        let log = self.streams[i].log;
-        self.close_stream(i);
-        if self.need_ssr() {
+    /// The stream (its index), segment and offset where file block `index`
+    /// of `ino` goes, taking the segment if the stream does not hold it
+    /// yet; None when the slot is not free, or the segment not free to take.
+    fn stream_slot(&mut self, ino: u32, index: u64) -> Option<(usize, u32, usize)> {
+        let i = self.streams.iter().position(|s| s.ino == ino)?;
+        let (segno, off) = self.target_of(i, index)?;
+        if !self.holds(i, segno) && !self.hold_segment(i, segno) {
+            return None;
+        }
+        self.segs[segno as usize]
+            .slot_free(off)
+            .then_some((i, segno, off))
+    }
+
+    /// Segment and offset of file block `index` in stream `i`'s placement.
+    fn target_of(&self, i: usize, index: u64) -> Option<(u32, usize)> {
+        let p = self.streams[i].placement.as_ref()?;
+        let addr = p.base_addr + index.checked_sub(p.base_index)?;
+        let rel = addr.checked_sub(self.main_blkaddr as u64)?;
+        let segno = u32::try_from(rel / BLOCKS_PER_SEG as u64).ok()?;
+        ((segno as usize) < self.segs.len())
+            .then_some((segno, (rel % BLOCKS_PER_SEG as u64) as usize))
+    }
+
+    fn holds(&self, i: usize, segno: u32) -> bool {
+        self.streams[i]
+            .placement
+            .as_ref()
+            .is_some_and(|p| p.held.iter().any(|h| h.segno == segno))
+    }
+
+    /// Whether file block `index` can go to stream `i`: its segment is
+    /// held, or free to take.
+    fn placeable(&self, i: usize, index: u64) -> bool {
+        self.target_of(i, index)
+            .is_some_and(|(segno, _)| self.holds(i, segno) || self.takeable(i, segno))
+    }
+
+    /// Whether stream `i` may take segment `segno`: free, no log's or
+    /// stream's, in no other stream's window, and the logs do not fill
+    /// holes yet.
+    fn takeable(&self, i: usize, segno: u32) -> bool {
+        self.segs[segno as usize].is_free()
+            && !self.is_current(segno)
+            && !self.in_stream_window(segno, Some(i))
+            && !self.need_ssr()
+    }
+
+    /// Makes segment `segno` one stream `i` holds, if it is takeable; lets
+    /// go of the stream's lowest segment first when it holds MAX_HELD.
+    /// Returns whether it did.
+    fn hold_segment(&mut self, i: usize, segno: u32) -> bool {
+        if !self.takeable(i, segno) {
             return false;
         }
-        let adjacent = (next as usize) < self.segs.len()
-            && self.segs[next as usize].is_free()
-            && !self.is_current(next)
-            && !self.in_stream_window(next, Some(i));
-        let moved = if adjacent {
-            Some((next, window.start..window.end.max(next + 1)))
-        } else {
-            self.find_window(log, window.len() as u32)
-                .map(|window| (window.start, window))
-        };
-        match moved {
-            Some((segno, window)) => {
-                self.open_stream_segment(i, segno, window);
-                true
-            }
-            None => false,
+        let p = self.streams[i].placement.as_ref().expect("an open stream");
+        if p.held.len() >= MAX_HELD {
+            let lowest = p.held.iter().map(|h| h.segno).min().expect("held");
+            self.release_segment(i, lowest);
         }
-    }
-
-    /// Makes free segment `segno` stream `i`'s.
-    fn open_stream_segment(&mut self, i: usize, segno: u32, window: Range<u32>) {
         let log = self.streams[i].log;
         self.tracking(&[segno], |sm| {
-            sm.streams[i].open = Some(StreamSegment {
+            let p = sm.streams[i].placement.as_mut().expect("an open stream");
+            p.held.push(HeldSegment {
                 segno,
-                next_blkoff: 0,
                 sums: vec![Summary::default(); ENTRIES_IN_SUM],
-                window,
-            })
+            });
+            p.window.end = p.window.end.max(segno + 1);
         });
         let seg = &mut self.segs[segno as usize];
         seg.seg_type = log as u8;
         seg.mtime = 0;
         self.dirty_sit.insert(segno);
         self.stats.segments_opened += 1;
+        true
     }
 
-    /// Lets go of stream `i`'s segment, if it has one: its summaries go to
-    /// the SSA and it becomes an ordinary data segment.
-    fn close_stream(&mut self, i: usize) {
-        let Some(segno) = self.streams[i].open.as_ref().map(|s| s.segno) else {
-            return;
-        };
-        let block = self.stream_segment(i).summary_block();
+    /// Lets go of segment `segno` of stream `i`: its summaries go to the
+    /// SSA and it becomes an ordinary data segment.
+    fn release_segment(&mut self, i: usize, segno: u32) {
+        let p = self.streams[i].placement.as_ref().expect("an open stream");
+        let at = p.held.iter().position(|h| h.segno == segno).expect("held");
+        let block = p.held[at].summary_block();
         self.queue_ssa(segno, block);
-        self.tracking(&[segno], |sm| sm.streams[i].open = None);
+        self.tracking(&[segno], |sm| {
+            let p = sm.streams[i].placement.as_mut().expect("an open stream");
+            p.held.swap_remove(at);
+        });
+    }
+
+    /// Lets go of every segment of stream `i` and of its placement.
+    fn close_stream(&mut self, i: usize) {
+        let held: Vec<u32> = match &self.streams[i].placement {
+            Some(p) => p.held.iter().map(|h| h.segno).collect(),
+            None => return,
+        };
+        for segno in held {
+            self.release_segment(i, segno);
+        }
+        self.streams[i].placement = None;
     }
 
     /// Before a checkpoint: queues the summary blocks of the streams'
     /// segments for the SSA, which records them as ordinary data segments;
-    /// a stream whose segment holds no valid block lets go of it, since the
-    /// checkpoint counts such a segment free (or prefree), as fsck does.
+    /// a segment with no valid block is let go of, since the checkpoint
+    /// counts it free (or prefree), as fsck does.
     pub(super) fn checkpoint_streams(&mut self) {
         for i in 0..self.streams.len() {
-            let Some(seg) = &self.streams[i].open else {
-                continue;
+            let held: Vec<u32> = match &self.streams[i].placement {
+                Some(p) => p.held.iter().map(|h| h.segno).collect(),
+                None => continue,
             };
-            if self.segs[seg.segno as usize].valid == 0 {
-                self.close_stream(i);
-            } else {
-                let (segno, block) = (seg.segno, seg.summary_block());
-                self.queue_ssa(segno, block);
+            for segno in held {
+                if self.segs[segno as usize].valid == 0 {
+                    self.release_segment(i, segno);
+                } else {
+                    let block = self.held_segment(segno).expect("held").summary_block();
+                    self.queue_ssa(segno, block);
+                }
             }
         }
     }
 
-    /// The owners of the blocks of `segno` if it is a stream's segment.
+    fn held_segment(&self, segno: u32) -> Option<&HeldSegment> {
+        self.streams
+            .iter()
+            .filter_map(|s| s.placement.as_ref())
+            .flat_map(|p| &p.held)
+            .find(|h| h.segno == segno)
+    }
+
+    /// The owners of the blocks of `segno` if a stream holds it.
     pub(super) fn stream_summaries(&self, segno: u32) -> Option<Vec<Summary>> {
-        self.streams
-            .iter()
-            .filter_map(|s| s.open.as_ref())
-            .find(|seg| seg.segno == segno)
-            .map(|seg| seg.sums.clone())
+        self.held_segment(segno).map(|h| h.sums.clone())
     }
 
-    /// Whether `segno` is a stream's segment.
+    /// Whether a stream holds `segno`.
     pub(super) fn is_stream_segment(&self, segno: u32) -> bool {
-        self.streams
-            .iter()
-            .any(|s| s.open.as_ref().is_some_and(|seg| seg.segno == segno))
+        self.held_segment(segno).is_some()
     }
 
-    /// Whether `segno` lies ahead of a stream (other than `except`), in the
-    /// window held for it.
+    /// Whether `segno` lies in the window of a stream other than `except`.
     pub(super) fn in_stream_window(&self, segno: u32, except: Option<usize>) -> bool {
         self.streams.iter().enumerate().any(|(i, s)| {
             Some(i) != except
-                && s.open
+                && s.placement
                     .as_ref()
-                    .is_some_and(|seg| segno > seg.segno && seg.window.contains(&segno))
+                    .is_some_and(|p| p.window.contains(&segno))
         })
     }
 
@@ -272,9 +348,9 @@ impl SegmentManager {
         let mut want = want.min(total);
         while want > 0 {
             let mut run = 0u32;
-            // Runs do not wrap: a window is consecutive addresses.
             for k in 0..total {
                 let segno = (start + k) % total;
+                // Runs do not wrap: a window is consecutive addresses.
                 if segno == 0 {
                     run = 0;
                 }
@@ -288,33 +364,34 @@ impl SegmentManager {
         None
     }
 
-    /// Checks the streams' invariants (debug builds): each stream segment
-    /// is no log's and no other stream's, and, LFS-style, has no valid
-    /// block at or after its next block.
+    /// Checks the streams' invariant (debug builds): a segment a stream
+    /// holds is no log's and no other stream's.
     pub(super) fn debug_check_streams(&self) {
-        let segs: Vec<&StreamSegment> = self
+        let held: Vec<u32> = self
             .streams
             .iter()
-            .filter_map(|s| s.open.as_ref())
+            .filter_map(|s| s.placement.as_ref())
+            .flat_map(|p| p.held.iter().map(|h| h.segno))
             .collect();
-        for (k, seg) in segs.iter().enumerate() {
+        for (k, &segno) in held.iter().enumerate() {
             assert!(
-                self.cursegs.iter().all(|c| c.segno != seg.segno),
-                "stream segment {} is a log's",
-                seg.segno
+                self.cursegs.iter().all(|c| c.segno != segno),
+                "stream segment {segno} is a log's"
             );
             assert!(
-                segs[k + 1..].iter().all(|o| o.segno != seg.segno),
-                "two streams share segment {}",
-                seg.segno
-            );
-            let s = &self.segs[seg.segno as usize];
-            assert!(
-                (seg.next_blkoff as usize..BLOCKS_PER_SEG as usize)
-                    .all(|b| !bitmap::test_bit_msb(&s.valid_map, b)),
-                "stream segment {} has valid blocks past its next block",
-                seg.segno
+                !held[k + 1..].contains(&segno),
+                "two streams hold segment {segno}"
             );
         }
+    }
+}
+
+impl Placement {
+    /// Whether `req` lies in the stream: from its base to as far as its
+    /// window reaches, by at most the largest window.
+    fn spans(&self, req: &StreamRequest) -> bool {
+        let limit =
+            self.window.len().max(MAX_WINDOW_SEGMENTS as usize) as u64 * BLOCKS_PER_SEG as u64;
+        req.first >= self.base_index && req.first + req.blocks - self.base_index <= limit
     }
 }
