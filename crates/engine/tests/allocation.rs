@@ -247,12 +247,22 @@ fn requests_arriving_out_of_order_still_form_one_run() {
     let request_bytes = REQUEST_BLOCKS * BLOCK;
     let mode = FallocMode::Allocate { keep_size: false };
     fs.fallocate(ino, 0, 8 * request_bytes, mode).unwrap();
-    for r in [1, 0, 3, 2, 5, 4, 7, 6] {
-        let data = vec![pattern(0, r); request_bytes as usize];
+    // Without preallocation the stream opens at the second request (the
+    // first went to the log): two runs.
+    let plain = fs.create(ROOT, b"f1", 0o644, 0, 0).unwrap().ino;
+    let write = |ino: u32, t: usize, r: u64| {
+        let data = vec![pattern(t, r); request_bytes as usize];
         fs.write(ino, r * request_bytes, &data).unwrap();
+    };
+    for r in [1, 0, 3, 2, 5, 4, 7, 6] {
+        write(ino, 0, r);
+    }
+    for r in [0, 2, 1, 4, 3, 6, 5, 7] {
+        write(plain, 1, r);
     }
     assert_eq!(runs(&fs, ino).len(), 1, "{:?}", runs(&fs, ino));
-    verify(&fs, &[ino], 8);
+    assert_eq!(runs(&fs, plain).len(), 2, "{:?}", runs(&fs, plain));
+    verify(&fs, &[ino, plain], 8);
     fs.unmount().unwrap();
     fsck_f2fs(&img).unwrap();
 }

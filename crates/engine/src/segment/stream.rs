@@ -29,6 +29,12 @@ const MAX_HELD: usize = 4;
 const MIN_WINDOW_SEGMENTS: u64 = 16;
 const MAX_WINDOW_SEGMENTS: u64 = 64;
 
+/// How far (in requests' lengths) a request may start after the end of
+/// the file's last one, or end before it, and still count as the same
+/// writing: FUSE's request threads deliver one file's chunks a little out
+/// of order.
+const REORDER_REQUESTS: u64 = 2;
+
 /// A serialized write request, as the allocator sees it.
 #[derive(Debug, Clone, Copy)]
 pub struct StreamRequest {
@@ -92,8 +98,18 @@ impl SegmentManager {
         self.stream_clock += 1;
         let i = self.stream_of(req.ino, log);
         let stream = &mut self.streams[i];
-        let continues = stream.next_index == req.first;
-        stream.next_index = req.first.saturating_add(req.blocks);
+        // Continues the file's writing: starts where the last request
+        // ended, or a little after (the chunks between are on their way).
+        let expected_at = stream.next_index;
+        let continues = req
+            .first
+            .checked_sub(expected_at)
+            .is_some_and(|gap| gap <= REORDER_REQUESTS * req.blocks);
+        let end = req.first.saturating_add(req.blocks);
+        let late_chunk = end <= expected_at && expected_at - end <= REORDER_REQUESTS * req.blocks;
+        if !late_chunk {
+            stream.next_index = end;
+        }
         stream.used = self.stream_clock;
         if stream.placement.as_ref().is_some_and(|p| p.spans(&req)) && self.placeable(i, req.first)
         {
@@ -114,7 +130,7 @@ impl SegmentManager {
         // A first request into a preallocated range may be a later chunk of
         // a write whose earlier chunk is still on its way: room for it.
         let base_index = if continues {
-            req.first
+            expected_at
         } else {
             req.first.saturating_sub(req.blocks)
         };
