@@ -1295,6 +1295,36 @@ mod tests {
     }
 
     #[test]
+    fn a_stream_places_blocks_by_file_offset_and_lets_go_of_empty_segments() {
+        let mut sm = fresh();
+        let log = CursegType::WarmData;
+        let req = StreamRequest {
+            ino: 9,
+            first: 0,
+            blocks: 8,
+            ahead: 100,
+        };
+        assert!(sm.begin_stream_request(req, log));
+        // Out of order: block 5 first, then block 0 right before it.
+        let five = sm.allocate_streamed(9, 5, log, Summary::default()).unwrap();
+        let zero = sm.allocate_streamed(9, 0, log, Summary::default()).unwrap();
+        assert_eq!(five, zero + 5);
+        let segno = sm.segno_of(zero);
+        assert!(sm.is_current(segno), "a held segment is no one else's");
+        assert_ne!(segno, sm.curseg(log).segno);
+        // Another file's request goes to the log, not into the stream.
+        let other = sm.allocate(log, Summary::default()).unwrap();
+        assert_ne!(sm.segno_of(other), segno);
+        sm.debug_check();
+        // Emptied, the segment is let go of at the checkpoint (fsck counts it free).
+        sm.invalidate(five).unwrap();
+        sm.invalidate(zero).unwrap();
+        sm.checkpoint_streams();
+        assert!(!sm.is_current(segno));
+        sm.debug_check();
+    }
+
+    #[test]
     fn hostile_counts_do_not_overflow() {
         let mut sm = fresh();
         sm.valid_inodes = u32::MAX;

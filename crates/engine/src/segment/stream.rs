@@ -303,8 +303,16 @@ impl SegmentManager {
     /// Before a checkpoint: queues the summary blocks of the streams'
     /// segments for the SSA, which records them as ordinary data segments;
     /// a segment with no valid block is let go of, since the checkpoint
-    /// counts it free (or prefree), as fsck does.
+    /// counts it free (or prefree), as fsck does. Once the logs fill holes
+    /// (need_SSR) every stream lets go of its segments, so that SSR and the
+    /// cleaner may use them.
     pub(super) fn checkpoint_streams(&mut self) {
+        if self.need_ssr() {
+            for i in 0..self.streams.len() {
+                self.close_stream(i);
+            }
+            return;
+        }
         for i in 0..self.streams.len() {
             let held: Vec<u32> = match &self.streams[i].placement {
                 Some(p) => p.held.iter().map(|h| h.segno).collect(),
