@@ -940,6 +940,9 @@ impl SegmentManager {
             seg.valid = seg.valid.saturating_sub(1);
         });
         self.dirty_sit.insert(segno);
+        if self.segs[segno as usize].valid == 0 {
+            self.release_emptied(segno);
+        }
         Ok(())
     }
 
@@ -1316,11 +1319,13 @@ mod tests {
         let other = sm.allocate(log, Summary::default()).unwrap();
         assert_ne!(sm.segno_of(other), segno);
         sm.debug_check();
-        // Emptied, the segment is let go of at the checkpoint (fsck counts it free).
+        // Emptied (the file deleted), the segment is let go of at once: it
+        // counts as prefree like any other.
         sm.invalidate(five).unwrap();
+        assert!(sm.is_current(segno));
         sm.invalidate(zero).unwrap();
-        sm.checkpoint_streams();
         assert!(!sm.is_current(segno));
+        assert_eq!(sm.prefree_segments(), 1);
         sm.debug_check();
     }
 

@@ -329,6 +329,20 @@ impl SegmentManager {
         }
     }
 
+    /// Lets go of `segno` if a stream holds it: called when its last valid
+    /// block was freed (the file truncated or deleted), so that it counts
+    /// as prefree at once, like any other emptied segment.
+    pub(super) fn release_emptied(&mut self, segno: u32) {
+        let holder = self.streams.iter().position(|s| {
+            s.placement
+                .as_ref()
+                .is_some_and(|p| p.held.iter().any(|h| h.segno == segno))
+        });
+        if let Some(i) = holder {
+            self.release_segment(i, segno);
+        }
+    }
+
     fn held_segment(&self, segno: u32) -> Option<&HeldSegment> {
         self.streams
             .iter()
