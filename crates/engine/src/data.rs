@@ -204,6 +204,11 @@ pub struct DataPolicy {
     pub zeroout_blocks: u64,
     /// The write is small between two fsyncs (see `ipu::WriteState`).
     pub fsync_bound: bool,
+    /// A serialized write may go to its file's stream (`segment/stream.rs`).
+    /// Off for f2fuse's own writes (a pinned file's sections, directory
+    /// blocks) and for writes that zero-out widened: their requests are
+    /// small and scattered.
+    pub streams: bool,
 }
 
 impl Default for DataPolicy {
@@ -220,13 +225,19 @@ impl DataPolicy {
             ipu: None,
             zeroout_blocks: 0,
             fsync_bound: false,
+            streams: true,
         }
+    }
+
+    /// Whether a write of `blocks` is serialized: allocated in one step.
+    fn serializes(&self, blocks: usize) -> bool {
+        self.serialize_from != 0 && blocks as u64 >= self.serialize_from
     }
 
     /// Blocks allocated per step (one hold of the space lock) for a write of
     /// `blocks`: all of them when it is serialized, else a unit.
     fn allocation_step(&self, blocks: usize) -> usize {
-        if self.serialize_from != 0 && blocks as u64 >= self.serialize_from {
+        if self.serializes(blocks) {
             blocks.max(1)
         } else {
             self.unit_blocks as usize
@@ -396,6 +407,7 @@ pub fn extents(nm: &NodeManager, inode: &InodeInfo) -> Result<Vec<(u64, u32, u64
 }
 
 use crate::inode::{blocks_less, set_ctime, set_mtime, Ctx, FileKind as Kind};
+use crate::segment::StreamRequest;
 use f2fuse_layout::node::{max_file_blocks, I_ADDR_OFFSET};
 use f2fuse_layout::segment::Summary;
 
@@ -552,16 +564,11 @@ pub fn write_blocks(
     log: CursegType,
 ) -> Result<u64> {
     let target = Target::out_of_place(log);
-    write_blocks_upto(
-        ctx,
-        inode,
-        first,
-        data,
-        target,
-        DataPolicy::default(),
-        &|| (),
-    )
-    .map_err(|(_, e)| e)
+    let policy = DataPolicy {
+        streams: false,
+        ..DataPolicy::default()
+    };
+    write_blocks_upto(ctx, inode, first, data, target, policy, &|| ()).map_err(|(_, e)| e)
 }
 
 /// Where a write's blocks go: `log` for blocks given new addresses; with
@@ -587,7 +594,10 @@ impl Target {
 /// written: those are fully in place (data on disk, counted in i_blocks),
 /// the others untouched. `policy` says how many blocks one allocation
 /// step takes (all of a serialized write: one contiguous run);
-/// `allocated` is called once every block has its address.
+/// `allocated` is called once every block has its address. A serialized
+/// write that continues the file's previous one, or fills preallocated
+/// blocks with more ahead, goes to the file's stream (`segment/stream.rs`),
+/// so consecutive requests stay contiguous among concurrent writers.
 ///
 /// Blocks are allocated first, their data written, and only then do the
 /// nodes point at them (one guarded change per node), so a concurrent
@@ -606,9 +616,12 @@ pub fn write_blocks_upto(
     let count = data.len() / F2FS_BLKSIZE;
     let mut placed: Vec<PlacedBlock> = Vec::with_capacity(count);
     let placing = map_slots(ctx, inode, first, count).and_then(|slots| {
+        let stream = (policy.streams && policy.serializes(count))
+            .then(|| stream_request(inode, first, &slots, target))
+            .flatten();
         slots
             .chunks(policy.allocation_step(count))
-            .try_for_each(|step| place_blocks(ctx, inode, step, target, &mut placed))
+            .try_for_each(|step| place_blocks(ctx, inode, step, target, stream, &mut placed))
     });
     allocated();
     let done = placed.len();
@@ -618,6 +631,34 @@ pub fn write_blocks_upto(
         (Ok(()), Ok(filled)) => Ok(filled),
         (Err(e), _) | (_, Err(e)) => Err((done, e)),
     }
+}
+
+/// What the allocator needs to know to place a serialized write of `slots`
+/// (from file block `first`) in the file's stream; None if it allocates
+/// nothing (every block rewritten in place).
+fn stream_request(
+    inode: &InodeInfo,
+    first: u64,
+    slots: &[(AddrSlot, u32)],
+    target: Target,
+) -> Option<StreamRequest> {
+    let allocating = slots
+        .iter()
+        .filter(|(_, old)| !(target.in_place && is_block(*old)))
+        .count() as u64;
+    let end = first + slots.len() as u64;
+    // Preallocated up to here: fallocate reserves whole ranges, so the
+    // blocks up to the file's end are what its writer will fill next.
+    let ahead = match slots.last() {
+        Some((_, NEW_ADDR)) => inode.size.div_ceil(F2FS_BLKSIZE as u64).saturating_sub(end),
+        _ => 0,
+    };
+    (allocating > 0).then_some(StreamRequest {
+        ino: inode.ino,
+        first,
+        blocks: slots.len() as u64,
+        ahead,
+    })
 }
 
 /// The slots of file blocks `[first, first + count)` with the addresses
@@ -679,6 +720,7 @@ pub fn write_unpublished_blocks(
             inode,
             &[(slot, NULL_ADDR)],
             Target::out_of_place(log),
+            None,
             &mut placed,
         )?;
         let new = placed.last().expect("just placed").new;
@@ -710,13 +752,15 @@ struct PlacedBlock {
 /// a hole's block is counted as used) in one hold of the space lock, so
 /// they are consecutive in `log` unless it moves to another segment; the
 /// slots are not changed yet. With `target.in_place`, a slot holding a
-/// block keeps it. When the space (or the quota) for all the holes is not
-/// there, blocks are placed one by one until it runs out.
+/// block keeps it. With `stream`, the blocks may go to the file's stream
+/// instead of the log. When the space (or the quota) for all the holes is
+/// not there, blocks are placed one by one until it runs out.
 fn place_blocks(
     ctx: &Ctx,
     inode: &InodeInfo,
     slots: &[(AddrSlot, u32)],
     target: Target,
+    stream: Option<StreamRequest>,
     placed: &mut Vec<PlacedBlock>,
 ) -> Result<()> {
     let Target { log, in_place } = target;
@@ -735,6 +779,7 @@ fn place_blocks(
     let mut quota_left = ctx.quota_allows(inode, holes)?;
     let mut space = ctx.space.lock();
     let reserved_all = quota_left == holes && space.reserve_blocks(holes).is_ok();
+    let streamed = stream.is_some_and(|req| space.begin_stream_request(req, log));
     for (i, (&(slot, old), version)) in slots.iter().zip(versions).enumerate() {
         if in_place && is_block(old) {
             space.note_in_place_write(old)?;
@@ -752,7 +797,12 @@ fn place_blocks(
             space.reserve_blocks(1)?;
             quota_left -= 1;
         }
-        match space.allocate(log, Summary::new(slot.nid, version, slot.ofs_in_node)) {
+        let owner = Summary::new(slot.nid, version, slot.ofs_in_node);
+        let allocated = match stream.filter(|_| streamed) {
+            Some(req) => space.allocate_streamed(inode.ino, req.first + i as u64, log, owner),
+            None => space.allocate(log, owner),
+        };
+        match allocated {
             Ok(new) => {
                 space.note_out_of_place_writes(log, 1);
                 placed.push(PlacedBlock { slot, old, new })
@@ -899,9 +949,11 @@ pub fn write_data(
     };
     let chunk = zeroout_chunk(ctx, &inode, first..last + 1, policy.zeroout_blocks)?;
     let zeroed;
+    let mut policy = policy;
     let blocks: &[u8] = if chunk == (first..last + 1) {
         blocks
     } else {
+        policy.streams = false;
         let mut buf = vec![0u8; ((chunk.end - chunk.start) * bs) as usize];
         let at = ((first - chunk.start) * bs) as usize;
         buf[at..at + blocks.len()].copy_from_slice(blocks);
@@ -1571,7 +1623,10 @@ fn reserve_range(ctx: &Ctx, inode: &InodeInfo, first: u64, end: u64) -> Result<(
 fn allocate_pinned(ctx: &Ctx, inode: &InodeInfo, first: u64, end: u64) -> Result<()> {
     let section = ctx.space.lock().segs_per_sec() as u64 * BLOCKS_PER_SEG as u64;
     // One allocation step per run: each run is contiguous in the log.
-    let policy = DataPolicy::new(0, 1);
+    let policy = DataPolicy {
+        streams: false,
+        ..DataPolicy::new(0, 1)
+    };
     let mut piece = first;
     while piece < end {
         let piece_end = (piece + section).min(end);

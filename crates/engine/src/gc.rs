@@ -72,10 +72,8 @@ pub fn select_victim(
     if sections == 0 {
         return None;
     }
-    let current: Vec<u32> = CursegType::ALL
-        .iter()
-        .map(|&log| sm.curseg(log).segno / per)
-        .collect();
+    // Sections a log or a per-file stream writes into are no victims.
+    let current = |sec: u32| (sec * per..(sec + 1) * per).any(|segno| sm.is_current(segno));
     let (min_mtime, max_mtime) = sm
         .segments()
         .iter()
@@ -100,7 +98,7 @@ pub fn select_victim(
     for i in 0..sections {
         let sec = (start + i) % sections;
         last = sec;
-        if current.contains(&sec) || state.pinned_sections.contains(&sec) {
+        if current(sec) || state.pinned_sections.contains(&sec) {
             continue;
         }
         let segs = &sm.segments()[(sec * per) as usize..((sec + 1) * per) as usize];

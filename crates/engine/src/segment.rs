@@ -9,6 +9,9 @@ use f2fuse_layout::superblock::SuperBlock;
 use f2fuse_layout::*;
 use zerocopy::FromBytes;
 
+mod stream;
+pub use stream::StreamRequest;
+
 /// Main-area segments by state; every segment is in exactly one of
 /// free, prefree, dirty and full, so they add up to the main segments.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -281,6 +284,11 @@ pub struct SegmentManager {
     /// Free segments and sections, kept in step with every change (see
     /// `FreeCounts`): the space checks run on every operation.
     free: FreeCounts,
+    /// Files writing large requests one after another, and the segments
+    /// they fill outside the logs (`stream.rs`).
+    streams: Vec<stream::Stream>,
+    /// Counts stream requests, to find the least recently used stream.
+    stream_clock: u64,
 }
 
 /// Free space by segment and section, current logs excluded; "after the
@@ -401,6 +409,8 @@ impl SegmentManager {
             checkpoint_valid_blocks: cp.cp.valid_block_count.get(),
             reserved_since_checkpoint: 0,
             free: FreeCounts::default(),
+            streams: Vec::new(),
+            stream_clock: 0,
         };
         // The SIT type of a current segment must be its log type (fsck checks it).
         for log in CursegType::ALL {
@@ -580,8 +590,10 @@ impl SegmentManager {
         empty.saturating_sub(free)
     }
 
-    fn is_current(&self, segno: u32) -> bool {
-        self.cursegs.iter().any(|c| c.segno == segno)
+    /// Whether a log or a stream writes into `segno`: not free even when
+    /// empty, and no victim for SSR or the cleaner.
+    pub fn is_current(&self, segno: u32) -> bool {
+        self.cursegs.iter().any(|c| c.segno == segno) || self.is_stream_segment(segno)
     }
 
     /// Every main-area segment by state, as of now.
@@ -682,7 +694,8 @@ impl SegmentManager {
     }
 
     /// Picks the next segment for a log: the next one in its section if free,
-    /// else the first free section after the current position (wrapping).
+    /// else the first free section after the current position (wrapping),
+    /// outside the streams' windows while there is one.
     fn pick_new_segment(&self, log: CursegType) -> Option<u32> {
         let cur = self.cursegs[log as usize].segno;
         let per = self.segs_per_sec;
@@ -696,10 +709,17 @@ impl SegmentManager {
         }
         let sections = self.segs.len() as u32 / per;
         let start = cur / per + 1;
-        (0..sections)
-            .map(|i| (start + i) % sections)
-            .find(|&sec| self.section_is_free(sec * per))
-            .map(|sec| sec * per)
+        let usable = |sec: u32, avoid_windows: bool| {
+            self.section_is_free(sec * per)
+                && !(avoid_windows
+                    && (sec * per..(sec + 1) * per).any(|s| self.in_stream_window(s, None)))
+        };
+        [true, false].into_iter().find_map(|avoid_windows| {
+            (0..sections)
+                .map(|i| (start + i) % sections)
+                .find(|&sec| usable(sec, avoid_windows))
+                .map(|sec| sec * per)
+        })
     }
 
     /// Moves `log` to a new segment; its old summary goes to the SSA.
@@ -737,8 +757,13 @@ impl SegmentManager {
         } else {
             SUM_TYPE_DATA
         };
-        self.pending_ssa.retain(|(segno, _)| *segno != cs.segno);
-        self.pending_ssa.push((cs.segno, Box::new(block)));
+        self.queue_ssa(cs.segno, Box::new(block));
+    }
+
+    /// Queues `segno`'s summary block for the SSA area, replacing one queued before.
+    fn queue_ssa(&mut self, segno: u32, block: Box<SummaryBlock>) {
+        self.pending_ssa.retain(|(s, _)| *s != segno);
+        self.pending_ssa.push((segno, block));
     }
 
     /// SSA block address of a segment.
@@ -858,8 +883,7 @@ impl SegmentManager {
             block.entries.copy_from_slice(&self.read_summaries(segno)?);
             block.entries[off] = owner;
             block.footer.entry_type = SUM_TYPE_DATA;
-            self.pending_ssa.retain(|(s, _)| *s != segno);
-            self.pending_ssa.push((segno, Box::new(block)));
+            self.queue_ssa(segno, Box::new(block));
             self.segs[segno as usize].seg_type = CursegType::WarmData as u8;
         }
         let now = self.elapsed_now();
@@ -916,6 +940,9 @@ impl SegmentManager {
             seg.valid = seg.valid.saturating_sub(1);
         });
         self.dirty_sit.insert(segno);
+        if self.segs[segno as usize].valid == 0 {
+            self.release_emptied(segno);
+        }
         Ok(())
     }
 
@@ -986,6 +1013,9 @@ impl SegmentManager {
     pub fn read_summaries(&self, segno: u32) -> Result<Vec<Summary>> {
         if let Some(cs) = self.cursegs.iter().find(|c| c.segno == segno) {
             return Ok(cs.sums.clone());
+        }
+        if let Some(sums) = self.stream_summaries(segno) {
+            return Ok(sums);
         }
         if let Some((_, block)) = self.pending_ssa.iter().find(|(s, _)| *s == segno) {
             return Ok(block.entries.to_vec());
@@ -1116,6 +1146,7 @@ impl SegmentManager {
                     assert_ne!(a.segno, b.segno, "two logs share a segment");
                 }
             }
+            self.debug_check_streams();
         }
     }
 }
@@ -1139,8 +1170,9 @@ pub struct SitFlush {
 }
 
 impl SegmentManager {
-    /// Writes queued SSA blocks.
+    /// Writes queued SSA blocks, and those of the streams' segments.
     pub fn write_pending_ssa(&mut self, dev: &Device) -> Result<()> {
+        self.checkpoint_streams();
         for (segno, block) in std::mem::take(&mut self.pending_ssa) {
             dev.write_blocks(IoKind::Meta, self.ssa_addr(segno), block.as_bytes())?;
         }
@@ -1262,6 +1294,38 @@ mod tests {
         let past = sm.blkaddr_of(sm.main_segments(), 0);
         assert!(is_corrupt(sm.invalidate(past)));
         assert!(is_corrupt(sm.invalidate(u32::MAX)));
+        sm.debug_check();
+    }
+
+    #[test]
+    fn a_stream_places_blocks_by_file_offset_and_lets_go_of_empty_segments() {
+        let mut sm = fresh();
+        let log = CursegType::WarmData;
+        let req = StreamRequest {
+            ino: 9,
+            first: 0,
+            blocks: 8,
+            ahead: 100,
+        };
+        assert!(sm.begin_stream_request(req, log));
+        // Out of order: block 5 first, then block 0 right before it.
+        let five = sm.allocate_streamed(9, 5, log, Summary::default()).unwrap();
+        let zero = sm.allocate_streamed(9, 0, log, Summary::default()).unwrap();
+        assert_eq!(five, zero + 5);
+        let segno = sm.segno_of(zero);
+        assert!(sm.is_current(segno), "a held segment is no one else's");
+        assert_ne!(segno, sm.curseg(log).segno);
+        // Another file's request goes to the log, not into the stream.
+        let other = sm.allocate(log, Summary::default()).unwrap();
+        assert_ne!(sm.segno_of(other), segno);
+        sm.debug_check();
+        // Emptied (the file deleted), the segment is let go of at once: it
+        // counts as prefree like any other.
+        sm.invalidate(five).unwrap();
+        assert!(sm.is_current(segno));
+        sm.invalidate(zero).unwrap();
+        assert!(!sm.is_current(segno));
+        assert_eq!(sm.prefree_segments(), 1);
         sm.debug_check();
     }
 

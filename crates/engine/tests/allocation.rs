@@ -2,13 +2,16 @@
 //! `max_folio_order`): a serialized request gets its blocks from one
 //! allocation step, so each is one physical run (split only where its log
 //! moves to another segment), however many threads write at once, and the
-//! image stays consistent for fsck.f2fs. (That a file's concurrent chunks
-//! are allocated in file order is a unit test of the range locks.)
+//! image stays consistent for fsck.f2fs; and consecutive large requests of
+//! one file continue each other (per-file streams), so concurrent
+//! sequential writers end up with a run per file, not one per request.
+//! (That a file's concurrent chunks are allocated in file order is a unit
+//! test of the range locks.)
 
 mod support;
 
 use f2fuse_engine::mkfs::{format_path, MkfsOptions, MKFS_FEATURES};
-use f2fuse_engine::Fs;
+use f2fuse_engine::{FallocMode, Fs};
 use f2fuse_layout::{BLOCKS_PER_SEG, F2FS_BLKSIZE, F2FS_ROOT_INO as ROOT};
 use support::{fsck_f2fs, require_f2fs_tools, Scratch};
 
@@ -17,13 +20,17 @@ const BLOCK: u64 = F2FS_BLKSIZE as u64;
 const REQUEST_BLOCKS: u64 = 256;
 
 fn image(tag: &str) -> (Scratch, std::path::PathBuf) {
+    image_of(tag, 256 << 20)
+}
+
+fn image_of(tag: &str, size: u64) -> (Scratch, std::path::PathBuf) {
     let scratch = Scratch::new(tag);
     let path = scratch.join("img");
     let opts = MkfsOptions {
         features: MKFS_FEATURES,
         ..MkfsOptions::default()
     };
-    format_path(&path, Some(256 << 20), &opts).unwrap();
+    format_path(&path, Some(size), &opts).unwrap();
     (scratch, path)
 }
 
@@ -42,6 +49,19 @@ fn ends_a_segment(fs: &Fs, run: &(u64, u32, u64)) -> bool {
 /// `threads` writers, each writing `requests` requests of REQUEST_BLOCKS
 /// blocks to its own file, all at once; returns the files' inode numbers.
 fn write_concurrently(fs: &Fs, threads: u32, requests: u64, tunables: &[(&str, u64)]) -> Vec<u32> {
+    write_files_concurrently(fs, threads, requests, tunables, 0)
+}
+
+/// [`write_concurrently`], each file first preallocated (fallocate) to
+/// `prealloc_requests` requests' worth, as fio does; file `t`'s bytes are
+/// `pattern(t, request)`.
+fn write_files_concurrently(
+    fs: &Fs,
+    threads: u32,
+    requests: u64,
+    tunables: &[(&str, u64)],
+    prealloc_requests: u64,
+) -> Vec<u32> {
     for (name, value) in tunables {
         fs.set_tunable(name, *value).unwrap();
     }
@@ -52,19 +72,62 @@ fn write_concurrently(fs: &Fs, threads: u32, requests: u64, tunables: &[(&str, u
                 .ino
         })
         .collect();
-    let data = vec![0xA5u8; (REQUEST_BLOCKS * BLOCK) as usize];
-    std::thread::scope(|s| {
+    let request_bytes = REQUEST_BLOCKS * BLOCK;
+    if prealloc_requests > 0 {
+        let mode = FallocMode::Allocate { keep_size: false };
         for &ino in &files {
-            let data = &data;
+            fs.fallocate(ino, 0, prealloc_requests * request_bytes, mode)
+                .unwrap();
+        }
+    }
+    // The writers go in rounds of one request each, so their requests
+    // interleave however the threads are scheduled.
+    let round = std::sync::Barrier::new(files.len());
+    std::thread::scope(|s| {
+        for (t, &ino) in files.iter().enumerate() {
+            let round = &round;
             s.spawn(move || {
                 for r in 0..requests {
-                    let n = fs.write(ino, r * REQUEST_BLOCKS * BLOCK, data).unwrap();
+                    let data = vec![pattern(t, r); request_bytes as usize];
+                    round.wait();
+                    let n = fs.write(ino, r * request_bytes, &data).unwrap();
                     assert_eq!(n, data.len());
                 }
             });
         }
     });
     files
+}
+
+/// The byte file `t` holds in its request `r`.
+fn pattern(t: usize, r: u64) -> u8 {
+    (t as u64 * 16 + r + 1) as u8
+}
+
+/// Every file holds its writer's bytes in its first `requests` requests.
+fn verify(fs: &Fs, files: &[u32], requests: u64) {
+    let mut buf = vec![0u8; (REQUEST_BLOCKS * BLOCK) as usize];
+    for (t, &ino) in files.iter().enumerate() {
+        for r in 0..requests {
+            let n = fs
+                .read_ino(ino, r * REQUEST_BLOCKS * BLOCK, &mut buf)
+                .unwrap();
+            assert_eq!(n, buf.len());
+            assert!(
+                buf.iter().all(|&b| b == pattern(t, r)),
+                "inode {ino}: request {r} reads back wrong"
+            );
+        }
+    }
+}
+
+/// Every file `f{t}` has at most `most` extents as `f2fuse extents` lists
+/// them (unwritten ones too).
+fn assert_extents_at_most(fs: &Fs, files: &[u32], most: usize) {
+    for (t, &ino) in files.iter().enumerate() {
+        let count = fs.file_extents(&format!("/f{t}")).unwrap().extents.len();
+        assert!(count <= most, "f{t}: {count} extents: {:?}", runs(fs, ino));
+    }
 }
 
 #[test]
@@ -106,11 +169,100 @@ fn block_at_a_time_writers_interleave() {
     let fs = support::open_writable(&img);
     let tunables = [("max_folio_order", 0), ("serialized_dio_pages", 0)];
     let files = write_concurrently(&fs, 4, 4, &tunables);
-    let mut buf = vec![0u8; (4 * REQUEST_BLOCKS * BLOCK) as usize];
-    for &ino in &files {
-        assert_eq!(fs.read_ino(ino, 0, &mut buf).unwrap(), buf.len());
-        assert!(buf.iter().all(|&b| b == 0xA5));
+    verify(&fs, &files, 4);
+    fs.unmount().unwrap();
+    fsck_f2fs(&img).unwrap();
+}
+
+#[test]
+fn concurrent_sequential_writers_get_one_stream_each() {
+    // Write-back and O_DIRECT without preallocation: the first request of
+    // each file goes to the shared log, every later one continues the
+    // file's stream, so at most two extents per file (one per request
+    // without streams: the log interleaves the writers).
+    if !require_f2fs_tools() {
+        return;
     }
+    let (_scratch, img) = image("alloc-streams");
+    let fs = support::open_writable(&img);
+    let (threads, requests) = (6, 8);
+    let files = write_files_concurrently(&fs, threads, requests, &[], 0);
+    assert_extents_at_most(&fs, &files, 2);
+    verify(&fs, &files, requests);
+    fs.unmount().unwrap();
+    fsck_f2fs(&img).unwrap();
+    // The streams' segments are ordinary segments to a fresh mount.
+    let fs = support::open_writable(&img);
+    verify(&fs, &files, requests);
+    fs.unmount().unwrap();
+}
+
+#[test]
+fn concurrent_writers_of_preallocated_files_get_one_run_each() {
+    // W1a's shape: ten files fallocated to 12 MiB, 8 MiB of each written
+    // in 1 MiB requests at once: one written run and the unwritten tail.
+    if !require_f2fs_tools() {
+        return;
+    }
+    let (_scratch, img) = image_of("alloc-prealloc-streams", 512 << 20);
+    let fs = support::open_writable(&img);
+    let (threads, requests) = (10, 8);
+    let files = write_files_concurrently(&fs, threads, requests, &[], 12);
+    assert_extents_at_most(&fs, &files, 2);
+    for &ino in &files {
+        assert_eq!(runs(&fs, ino).len(), 1, "inode {ino}");
+    }
+    verify(&fs, &files, requests);
+    // A checkpoint in the middle: the streams' segments are recorded part
+    // full, and the streams go on writing them afterwards.
+    fs.checkpoint().unwrap();
+    std::thread::scope(|s| {
+        for (t, &ino) in files.iter().enumerate() {
+            let fs = &fs;
+            s.spawn(move || {
+                for r in requests..12 {
+                    let data = vec![pattern(t, r); (REQUEST_BLOCKS * BLOCK) as usize];
+                    fs.write(ino, r * REQUEST_BLOCKS * BLOCK, &data).unwrap();
+                }
+            });
+        }
+    });
+    assert_extents_at_most(&fs, &files, 1);
+    verify(&fs, &files, 12);
+    fs.unmount().unwrap();
+    fsck_f2fs(&img).unwrap();
+}
+
+#[test]
+fn requests_arriving_out_of_order_still_form_one_run() {
+    // FUSE sends one file's chunks on several threads: the second chunk
+    // of a write may be allocated before the first. A stream places each
+    // block by its file offset, so the file is still one run.
+    if !require_f2fs_tools() {
+        return;
+    }
+    let (_scratch, img) = image("alloc-stream-order");
+    let fs = support::open_writable(&img);
+    let ino = fs.create(ROOT, b"f0", 0o644, 0, 0).unwrap().ino;
+    let request_bytes = REQUEST_BLOCKS * BLOCK;
+    let mode = FallocMode::Allocate { keep_size: false };
+    fs.fallocate(ino, 0, 8 * request_bytes, mode).unwrap();
+    // Without preallocation the stream opens at the second request (the
+    // first went to the log): two runs.
+    let plain = fs.create(ROOT, b"f1", 0o644, 0, 0).unwrap().ino;
+    let write = |ino: u32, t: usize, r: u64| {
+        let data = vec![pattern(t, r); request_bytes as usize];
+        fs.write(ino, r * request_bytes, &data).unwrap();
+    };
+    for r in [1, 0, 3, 2, 5, 4, 7, 6] {
+        write(ino, 0, r);
+    }
+    for r in [0, 2, 1, 4, 3, 6, 5, 7] {
+        write(plain, 1, r);
+    }
+    assert_eq!(runs(&fs, ino).len(), 1, "{:?}", runs(&fs, ino));
+    assert_eq!(runs(&fs, plain).len(), 2, "{:?}", runs(&fs, plain));
+    verify(&fs, &[ino, plain], 8);
     fs.unmount().unwrap();
     fsck_f2fs(&img).unwrap();
 }
