@@ -735,6 +735,77 @@ fn write_compressed_through_mount(img: &Path, mnt: &Path) -> bool {
     true
 }
 
+/// Concurrent large O_DIRECT writers through the mount (issue 11's per-file
+/// streams: each file's blocks in segments of its own, outside the six
+/// logs), one file deleted again so its held segments are freed before the
+/// unmount's checkpoint. Returns false when FUSE is unavailable.
+fn write_streams_through_mount(img: &Path, mnt: &Path) -> bool {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::fs::{FileExt, OpenOptionsExt};
+    const WRITERS: usize = 3;
+    const CHUNK: usize = 1 << 20;
+    const CHUNKS: usize = 6;
+    let Some(mut daemon) = mount_in_foreground(img, mnt, &[]) else {
+        return false;
+    };
+    let dir = mnt.join("streams");
+    fs::create_dir(&dir).unwrap();
+    std::thread::scope(|scope| {
+        for w in 0..WRITERS {
+            let path = dir.join(format!("s{w}.bin"));
+            scope.spawn(move || {
+                let file = fs::OpenOptions::new()
+                    .create(true)
+                    .write(true)
+                    .custom_flags(libc::O_DIRECT)
+                    .open(&path)
+                    .unwrap();
+                // Preallocated first, as fio does: a stream starts at the
+                // first request (without it, at the second).
+                let len = (CHUNKS * CHUNK) as libc::off_t;
+                // SAFETY: a plain syscall on an open descriptor.
+                let ret = unsafe { libc::fallocate(file.as_raw_fd(), 0, 0, len) };
+                assert_eq!(ret, 0, "fallocate: {}", std::io::Error::last_os_error());
+                // O_DIRECT wants a block-aligned buffer.
+                let mut backing = vec![0u8; CHUNK + 4096];
+                let skew = backing.as_ptr().align_offset(4096);
+                let buf = &mut backing[skew..skew + CHUNK];
+                for c in 0..CHUNKS {
+                    buf.copy_from_slice(&random_bytes(
+                        &mut Rng((w * CHUNKS + c) as u64 + 1),
+                        CHUNK,
+                    ));
+                    file.write_all_at(buf, (c * CHUNK) as u64).unwrap();
+                }
+                file.sync_all().unwrap();
+            });
+        }
+    });
+    fs::remove_file(dir.join(format!("s{}.bin", WRITERS - 1))).unwrap();
+    let status = Command::new("fusermount3")
+        .arg("-u")
+        .arg(mnt)
+        .status()
+        .unwrap();
+    assert!(status.success(), "fusermount3 -u");
+    assert!(daemon.wait().unwrap().success(), "the mount daemon failed");
+    for w in 0..WRITERS - 1 {
+        let text = f2fuse(&["extents", arg(img), &format!("/streams/s{w}.bin")]);
+        let count: usize = text
+            .rsplit(": ")
+            .next()
+            .and_then(|tail| tail.split_whitespace().next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("extent count in {text:?}"));
+        assert!(
+            count <= 2,
+            "s{w}.bin was written by {WRITERS} concurrent 1 MiB O_DIRECT writers: \
+             {count} extents (per-file streams should keep it in one run):\n{text}"
+        );
+    }
+    true
+}
+
 const ALGORITHMS: &[(&str, &str)] = &[("lz4", "2"), ("lzo", "3"), ("zstd", "4"), ("lzo-rle", "2")];
 
 #[test]
@@ -780,6 +851,7 @@ fn f2fuse_images_mount_in_the_kernel() {
         args.extend([arg(&tree), arg(&compressed)]);
         f2fuse(&args);
     }
+    write_streams_through_mount(&featured, &scratch.join("mnt-streams"));
     rewrite_compressed_files(&compressed);
     let through_mount = write_compressed_through_mount(&compressed, &scratch.join("mnt"));
     // mkfs.f2fs's image with every inode feature, filled by f2fuse.
