@@ -29,10 +29,14 @@ pub struct DentryCache {
 
 #[derive(Default)]
 struct Inner {
-    blocks: HashMap<u64, DentryBlock>,
-    /// Insertion order, for eviction (first in, first out). May name
-    /// addresses dropped since; never longer than the capacity.
-    order: VecDeque<u64>,
+    /// Each block with the number of its insertion.
+    blocks: HashMap<u64, (u64, DentryBlock)>,
+    /// Insertions in order, for eviction (first in, first out): an entry
+    /// whose number is no longer its block's is stale (the block was
+    /// dropped, maybe filled again later) and evicts nothing. Compacted
+    /// when stale entries would make it twice the capacity.
+    order: VecDeque<(u64, u64)>,
+    insertions: u64,
     /// Device reads of missing blocks in flight: readers, and whether a
     /// write reached the address since the first of them registered.
     reading: HashMap<u64, (u32, bool)>,
@@ -47,7 +51,7 @@ impl DentryCache {
     /// The cached block at `blkaddr`, or a registered miss to read.
     pub fn get(&self, blkaddr: u64) -> Result<DentryBlock, PendingRead> {
         let mut inner = self.inner.lock();
-        if let Some(block) = inner.blocks.get(&blkaddr) {
+        if let Some((_, block)) = inner.blocks.get(&blkaddr) {
             return Ok(block.clone());
         }
         inner.reading.entry(blkaddr).or_insert((0, false)).0 += 1;
@@ -70,14 +74,31 @@ impl DentryCache {
         let Some(block) = block.filter(|_| keep) else {
             return;
         };
-        if inner.blocks.insert(addr, block.clone()).is_none() {
-            inner.order.push_back(addr);
-            while inner.order.len() > DENTRY_CACHE_BLOCKS {
-                if let Some(old) = inner.order.pop_front() {
-                    inner.blocks.remove(&old);
-                }
+        if inner.blocks.contains_key(&addr) {
+            return;
+        }
+        inner.insertions += 1;
+        let number = inner.insertions;
+        inner.blocks.insert(addr, (number, block.clone()));
+        inner.order.push_back((addr, number));
+        while inner.blocks.len() > DENTRY_CACHE_BLOCKS {
+            let Some((old, old_number)) = inner.order.pop_front() else {
+                break;
+            };
+            if inner
+                .blocks
+                .get(&old)
+                .is_some_and(|(n, _)| *n == old_number)
+            {
+                inner.blocks.remove(&old);
             }
         }
+        if inner.order.len() > 2 * DENTRY_CACHE_BLOCKS {
+            let Inner { blocks, order, .. } = &mut *inner;
+            order.retain(|(a, n)| blocks.get(a).is_some_and(|(current, _)| current == n));
+        }
+        debug_assert!(inner.blocks.len() <= DENTRY_CACHE_BLOCKS);
+        debug_assert!(inner.order.len() <= 2 * DENTRY_CACHE_BLOCKS);
     }
 
     /// Drops `count` blocks from `blkaddr` on: they were just written.
@@ -132,6 +153,39 @@ mod tests {
         let again = cache.get(9).expect_err("the older contents were not kept");
         cache.fill(again, Some(&block(3)));
         assert_eq!(cache.get(9).ok().as_deref(), Some(&block(3)[..]));
+    }
+
+    #[test]
+    fn a_block_dropped_and_filled_again_is_not_evicted_by_its_old_entry() {
+        let cache = DentryCache::default();
+        let fill = |addr: u64| {
+            let miss = cache.get(addr).expect_err("not cached");
+            cache.fill(miss, Some(&block(addr as u8)));
+        };
+        fill(0);
+        cache.written(0, 1);
+        fill(1);
+        fill(0);
+        // Up to the capacity: the stale first entry of block 0 must not
+        // evict its newer copy.
+        for addr in 2..DENTRY_CACHE_BLOCKS as u64 {
+            fill(addr);
+        }
+        assert!(cache.get(0).is_ok(), "block 0, filled again, is kept");
+        fill(DENTRY_CACHE_BLOCKS as u64);
+        assert!(cache.get(1).is_err(), "the oldest live block goes first");
+        assert!(cache.get(0).is_ok());
+    }
+
+    #[test]
+    fn churn_keeps_the_order_bounded() {
+        let cache = DentryCache::default();
+        for round in 0..3 * DENTRY_CACHE_BLOCKS as u64 {
+            let miss = cache.get(round % 8).expect_err("dropped each round");
+            cache.fill(miss, Some(&block(1)));
+            cache.written(round % 8, 1);
+        }
+        assert!(cache.inner.lock().order.len() <= 2 * DENTRY_CACHE_BLOCKS);
     }
 
     #[test]

@@ -92,8 +92,8 @@ fn flushes_per_operation() {
     let events = trace(&sim, || fs.fsync(file.ino).unwrap());
     assert_eq!(flushes(&events), 1, "fsync of in-place data: {events}");
     assert!(events.starts_with('w') && events.ends_with('F'), "{events}");
-    // Anything else written since the last flush (another file's new
-    // data) brings the data flush back.
+    // Data written at a new address since the last flush began (here
+    // another file's) brings the data flush back.
     fs.set_tunable("ipu_policy", 0).unwrap();
     let other = fs.create(ROOT, b"other", 0o644, 0, 0).unwrap();
     fs.write(other.ino, 0, &[4u8; 4096]).unwrap();

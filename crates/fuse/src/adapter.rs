@@ -134,6 +134,12 @@ impl Shared {
         let _ = self.device.set(device);
     }
 
+    /// Whether `expire_names` has a descriptor to write to: without one no
+    /// name may be cached on a mount without `default_permissions`.
+    fn can_expire_names(&self) -> bool {
+        self.device.get().is_some()
+    }
+
     /// FUSE_NOTIFY_INC_EPOCH (protocol 7.44, Linux 6.16): every name the
     /// kernel has cached becomes stale and is looked up again at its next
     /// use. The kernel takes no lock for it, so a request thread may send
@@ -445,7 +451,9 @@ impl F2fsFuse {
         };
         let cacheable = !dir.is_casefolded()
             && (self.cfg.default_permissions
-                || (self.name_epochs.load(Ordering::Relaxed) && self.searchable_by_all(&dir)));
+                || (self.name_epochs.load(Ordering::Relaxed)
+                    && self.shared.can_expire_names()
+                    && self.searchable_by_all(&dir)));
         if cacheable {
             self.cfg.ttl
         } else {

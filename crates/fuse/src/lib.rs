@@ -554,7 +554,9 @@ fn serve_blocked(
     shared.set_notifier(session.notifier());
     match session.as_fd().try_clone_to_owned() {
         Ok(device) => shared.set_device(device),
-        Err(e) => log(&format!("no names cached without default_permissions: {e}")),
+        Err(e) => log(&format!(
+            "the kernel keeps no names on this mount (no descriptor to expire them with): {e}"
+        )),
     }
     let mountpoint: PathBuf = mountpoint.to_path_buf();
     let conn = connection_of(&mountpoint);

@@ -42,6 +42,9 @@ impl FlushGate {
         let needed = state.started + 1;
         loop {
             if state.completed >= needed {
+                // `failed` is the latest failed flush: one after ours
+                // failing fails us too. That errs on the safe side (the
+                // caller marks the file system failed either way).
                 return if state.failed >= needed {
                     Err(Error::io(
                         "flushing the device (a shared flush failed)",

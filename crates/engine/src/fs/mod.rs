@@ -28,7 +28,10 @@
 //! 8. leaf locks (segment manager, NAT, node caches, counters, quota files,
 //!    the flush gate, unsynced block counts): held briefly, never while
 //!    waiting for another lock, never across file data I/O (the flush
-//!    gate's waiters wait for a device flush, not holding its lock).
+//!    gate's waiters wait for a device flush, not holding its lock); the
+//!    dentry-block cache's is the innermost of them: `Device` takes it
+//!    after each write, also under the segment manager's lock (SSA and
+//!    SIT writes), and takes no other lock while holding it.
 //!
 //! Namespace operations look a name up under its directory's lock; when
 //! the operation turns out to change another directory that comes earlier
