@@ -204,11 +204,22 @@ pub struct DataPolicy {
     pub zeroout_blocks: u64,
     /// The write is small between two fsyncs (see `ipu::WriteState`).
     pub fsync_bound: bool,
-    /// A serialized write may go to its file's stream (`segment/stream.rs`).
-    /// Off for f2fuse's own writes (a pinned file's sections, directory
-    /// blocks) and for writes that zero-out widened: their requests are
-    /// small and scattered.
-    pub streams: bool,
+    /// How the write may use its file's stream (`segment/stream.rs`).
+    pub streams: StreamUse,
+}
+
+/// Whether a write may go to its file's stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum StreamUse {
+    /// f2fuse's own writes (a pinned file's sections, directory blocks).
+    Off,
+    /// Only into a stream the file has open, never opening one: writes that
+    /// zero-out widened (the requests of random writers into preallocated
+    /// files are small and scattered), and any write below
+    /// `serialized_dio_pages`.
+    Join,
+    /// A serialized write may open one.
+    Open,
 }
 
 impl Default for DataPolicy {
@@ -225,7 +236,7 @@ impl DataPolicy {
             ipu: None,
             zeroout_blocks: 0,
             fsync_bound: false,
-            streams: true,
+            streams: StreamUse::Open,
         }
     }
 
@@ -565,7 +576,7 @@ pub fn write_blocks(
 ) -> Result<u64> {
     let target = Target::out_of_place(log);
     let policy = DataPolicy {
-        streams: false,
+        streams: StreamUse::Off,
         ..DataPolicy::default()
     };
     write_blocks_upto(ctx, inode, first, data, target, policy, &|| ()).map_err(|(_, e)| e)
@@ -616,12 +627,22 @@ pub fn write_blocks_upto(
     let count = data.len() / F2FS_BLKSIZE;
     let mut placed: Vec<PlacedBlock> = Vec::with_capacity(count);
     let placing = map_slots(ctx, inode, first, count).and_then(|slots| {
-        let stream = (policy.streams && policy.serializes(count))
-            .then(|| stream_request(inode, first, &slots, target))
-            .flatten();
+        // A serialized write may open a stream; a smaller one (write-back
+        // cuts some of a file's chunks short) only joins the file's open
+        // stream where it spans it, so it lands between its neighbours.
+        let opens = policy.streams == StreamUse::Open && policy.serializes(count);
+        let joins = policy.streams != StreamUse::Off && policy.serialize_from != 0;
+        let step_blocks = policy.allocation_step(count);
         slots
-            .chunks(policy.allocation_step(count))
-            .try_for_each(|step| place_blocks(ctx, inode, step, target, stream, &mut placed))
+            .chunks(step_blocks)
+            .enumerate()
+            .try_for_each(|(k, step)| {
+                let step_first = first + (k * step_blocks) as u64;
+                let stream = joins
+                    .then(|| stream_request(inode, step_first, step, target, opens))
+                    .flatten();
+                place_blocks(ctx, inode, step, target, stream, &mut placed)
+            })
     });
     allocated();
     let done = placed.len();
@@ -641,6 +662,7 @@ fn stream_request(
     first: u64,
     slots: &[(AddrSlot, u32)],
     target: Target,
+    may_open: bool,
 ) -> Option<StreamRequest> {
     let allocating = slots
         .iter()
@@ -658,6 +680,7 @@ fn stream_request(
         first,
         blocks: slots.len() as u64,
         ahead,
+        may_open,
     })
 }
 
@@ -953,7 +976,7 @@ pub fn write_data(
     let blocks: &[u8] = if chunk == (first..last + 1) {
         blocks
     } else {
-        policy.streams = false;
+        policy.streams = policy.streams.min(StreamUse::Join);
         let mut buf = vec![0u8; ((chunk.end - chunk.start) * bs) as usize];
         let at = ((first - chunk.start) * bs) as usize;
         buf[at..at + blocks.len()].copy_from_slice(blocks);
@@ -1624,7 +1647,7 @@ fn allocate_pinned(ctx: &Ctx, inode: &InodeInfo, first: u64, end: u64) -> Result
     let section = ctx.space.lock().segs_per_sec() as u64 * BLOCKS_PER_SEG as u64;
     // One allocation step per run: each run is contiguous in the log.
     let policy = DataPolicy {
-        streams: false,
+        streams: StreamUse::Off,
         ..DataPolicy::new(0, 1)
     };
     let mut piece = first;

@@ -1306,6 +1306,7 @@ mod tests {
             first: 0,
             blocks: 8,
             ahead: 100,
+            may_open: true,
         };
         assert!(sm.begin_stream_request(req, log));
         // Out of order: block 5 first, then block 0 right before it.

@@ -266,3 +266,53 @@ fn requests_arriving_out_of_order_still_form_one_run() {
     fs.unmount().unwrap();
     fsck_f2fs(&img).unwrap();
 }
+
+#[test]
+fn chunks_cut_below_the_serialized_size_join_their_files_stream() {
+    // Write-back does not always send whole 1 MiB chunks: some come cut
+    // (56 or 32 blocks seen), below `serialized_dio_pages`. Inside a
+    // file's open stream they take their place in it instead of the
+    // shared log, so concurrent buffered writers still get about a run
+    // per file. Here every request is cut in two, 200 + 56 blocks, the
+    // writers interleaving at each piece; no preallocation, so the first
+    // request goes to the log (two runs at most) and the stream opens at
+    // the second.
+    if !require_f2fs_tools() {
+        return;
+    }
+    let (_scratch, img) = image("alloc-stream-cut");
+    let fs = support::open_writable(&img);
+    let (threads, requests) = (4usize, 8u64);
+    let request_bytes = (REQUEST_BLOCKS * BLOCK) as usize;
+    let cut = (200 * BLOCK) as usize;
+    let files: Vec<u32> = (0..threads)
+        .map(|t| {
+            fs.create(ROOT, format!("f{t}").as_bytes(), 0o644, 0, 0)
+                .unwrap()
+                .ino
+        })
+        .collect();
+    let round = std::sync::Barrier::new(threads);
+    std::thread::scope(|s| {
+        for (t, &ino) in files.iter().enumerate() {
+            let (fs, round) = (&fs, &round);
+            s.spawn(move || {
+                for r in 0..requests {
+                    let data = vec![pattern(t, r); request_bytes];
+                    let at = r * request_bytes as u64;
+                    round.wait();
+                    fs.write(ino, at, &data[..cut]).unwrap();
+                    round.wait();
+                    fs.write(ino, at + cut as u64, &data[cut..]).unwrap();
+                }
+            });
+        }
+    });
+    for &ino in &files {
+        let runs = runs(&fs, ino);
+        assert!(runs.len() <= 3, "inode {ino}: {runs:?}");
+    }
+    verify(&fs, &files, requests);
+    fs.unmount().unwrap();
+    fsck_f2fs(&img).unwrap();
+}

@@ -46,6 +46,9 @@ pub struct StreamRequest {
     /// Blocks the file is expected to write after this request: its
     /// preallocated (fallocated) blocks past it, 0 when unknown.
     pub ahead: u64,
+    /// Whether the request may open a stream (a serialized write), or only
+    /// join the file's open one where that spans it.
+    pub may_open: bool,
 }
 
 /// The large requests of one file.
@@ -86,15 +89,25 @@ impl HeldSegment {
 }
 
 impl SegmentManager {
-    /// Called, under the space lock, before a serialized request's blocks
-    /// are allocated: returns whether they go to the file's stream
+    /// Called, under the space lock, before a request's blocks are
+    /// allocated: returns whether they go to the file's stream
     /// ([`allocate_streamed`](Self::allocate_streamed)). They do when the
-    /// request falls in the stream's span; else a new stream opens when
-    /// the request continues the file's previous one or writes into
-    /// preallocated blocks with more of them ahead. A stream needs free
+    /// request falls in the stream's span; else, for a serialized request
+    /// (`may_open`), a new stream opens when the request continues the
+    /// file's previous one or writes into preallocated blocks with more of
+    /// them ahead. A smaller request only joins a stream its file has open
+    /// for the same log: it neither opens nor displaces one. A stream needs free
     /// segments, one-segment sections, and space enough that the logs do
     /// not fill holes yet (SSR); otherwise the request goes to the log.
     pub fn begin_stream_request(&mut self, req: StreamRequest, log: CursegType) -> bool {
+        if !req.may_open
+            && !self
+                .streams
+                .iter()
+                .any(|s| s.ino == req.ino && s.log == log && s.placement.is_some())
+        {
+            return false;
+        }
         self.stream_clock += 1;
         let i = self.stream_of(req.ino, log);
         let stream = &mut self.streams[i];
@@ -115,7 +128,11 @@ impl SegmentManager {
         {
             return true;
         }
-        if !continues && req.ahead == 0 || self.segs_per_sec != 1 || self.need_ssr() {
+        if !req.may_open
+            || !continues && req.ahead == 0
+            || self.segs_per_sec != 1
+            || self.need_ssr()
+        {
             return false;
         }
         self.close_stream(i);
