@@ -702,7 +702,7 @@ kernel_cleans() {
 /// the middle; a `.bin` file is not compressed. False (with a note) where
 /// FUSE mounts cannot be made.
 fn write_compressed_through_mount(img: &Path, mnt: &Path) -> bool {
-    let Some(mut daemon) = mount_in_foreground(
+    let Some(daemon) = mount_in_foreground(
         img,
         mnt,
         &["-o", "compress_extension=txt,compress_algorithm=zstd"],
@@ -725,13 +725,7 @@ fn write_compressed_through_mount(img: &Path, mnt: &Path) -> bool {
     b.sync_all().unwrap();
     drop(b);
     fs::write(dir.join("c.bin"), &text).unwrap();
-    let status = Command::new("fusermount3")
-        .arg("-u")
-        .arg(mnt)
-        .status()
-        .unwrap();
-    assert!(status.success(), "fusermount3 -u");
-    assert!(daemon.wait().unwrap().success(), "the mount daemon failed");
+    unmount_foreground(daemon, mnt);
     true
 }
 
@@ -745,7 +739,7 @@ fn write_streams_through_mount(img: &Path, mnt: &Path) -> bool {
     const WRITERS: usize = 3;
     const CHUNK: usize = 1 << 20;
     const CHUNKS: usize = 6;
-    let Some(mut daemon) = mount_in_foreground(img, mnt, &[]) else {
+    let Some(daemon) = mount_in_foreground(img, mnt, &[]) else {
         return false;
     };
     let dir = mnt.join("streams");
@@ -782,13 +776,7 @@ fn write_streams_through_mount(img: &Path, mnt: &Path) -> bool {
         }
     });
     fs::remove_file(dir.join(format!("s{}.bin", WRITERS - 1))).unwrap();
-    let status = Command::new("fusermount3")
-        .arg("-u")
-        .arg(mnt)
-        .status()
-        .unwrap();
-    assert!(status.success(), "fusermount3 -u");
-    assert!(daemon.wait().unwrap().success(), "the mount daemon failed");
+    unmount_foreground(daemon, mnt);
     for w in 0..WRITERS - 1 {
         let text = f2fuse(&["extents", arg(img), &format!("/streams/s{w}.bin")]);
         let count: usize = text
@@ -2444,6 +2432,18 @@ fn mount_in_foreground(img: &Path, mnt: &Path, extra: &[&str]) -> Option<std::pr
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
     Some(daemon)
+}
+
+/// Unmounts `mnt` and waits for its foreground daemon, which must exit
+/// cleanly (its last checkpoint written).
+fn unmount_foreground(mut daemon: std::process::Child, mnt: &Path) {
+    let status = Command::new("fusermount3")
+        .arg("-u")
+        .arg(mnt)
+        .status()
+        .unwrap();
+    assert!(status.success(), "fusermount3 -u");
+    assert!(daemon.wait().unwrap().success(), "the mount daemon failed");
 }
 
 /// Through an `f2fuse mount` of a new image at `mnt`, the host's `f2fs_io`

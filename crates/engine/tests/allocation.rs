@@ -49,11 +49,13 @@ fn ends_a_segment(fs: &Fs, run: &(u64, u32, u64)) -> bool {
 /// `threads` writers, each writing `requests` requests of REQUEST_BLOCKS
 /// blocks to its own file, all at once; returns the files' inode numbers.
 fn write_concurrently(fs: &Fs, threads: u32, requests: u64, tunables: &[(&str, u64)]) -> Vec<u32> {
-    write_files_concurrently(fs, threads, requests, tunables, 0)
+    write_files_concurrently(fs, threads, requests, tunables, 0, &[REQUEST_BLOCKS])
 }
 
 /// [`write_concurrently`], each file first preallocated (fallocate) to
-/// `prealloc_requests` requests' worth, as fio does; file `t`'s bytes are
+/// `prealloc_requests` requests' worth, as fio does, and each request
+/// written as writes of `pieces` blocks (summing to REQUEST_BLOCKS), the
+/// writers interleaving at every piece; file `t`'s bytes are
 /// `pattern(t, request)`.
 fn write_files_concurrently(
     fs: &Fs,
@@ -61,7 +63,9 @@ fn write_files_concurrently(
     requests: u64,
     tunables: &[(&str, u64)],
     prealloc_requests: u64,
+    pieces: &[u64],
 ) -> Vec<u32> {
+    assert_eq!(pieces.iter().sum::<u64>(), REQUEST_BLOCKS);
     for (name, value) in tunables {
         fs.set_tunable(name, *value).unwrap();
     }
@@ -80,7 +84,7 @@ fn write_files_concurrently(
                 .unwrap();
         }
     }
-    // The writers go in rounds of one request each, so their requests
+    // The writers go in rounds of one piece each, so their requests
     // interleave however the threads are scheduled.
     let round = std::sync::Barrier::new(files.len());
     std::thread::scope(|s| {
@@ -89,9 +93,14 @@ fn write_files_concurrently(
             s.spawn(move || {
                 for r in 0..requests {
                     let data = vec![pattern(t, r); request_bytes as usize];
-                    round.wait();
-                    let n = fs.write(ino, r * request_bytes, &data).unwrap();
-                    assert_eq!(n, data.len());
+                    let mut at = 0;
+                    for &blocks in pieces {
+                        let piece = &data[at..at + (blocks * BLOCK) as usize];
+                        round.wait();
+                        let n = fs.write(ino, r * request_bytes + at as u64, piece).unwrap();
+                        assert_eq!(n, piece.len());
+                        at += piece.len();
+                    }
                 }
             });
         }
@@ -186,7 +195,7 @@ fn concurrent_sequential_writers_get_one_stream_each() {
     let (_scratch, img) = image("alloc-streams");
     let fs = support::open_writable(&img);
     let (threads, requests) = (6, 8);
-    let files = write_files_concurrently(&fs, threads, requests, &[], 0);
+    let files = write_files_concurrently(&fs, threads, requests, &[], 0, &[REQUEST_BLOCKS]);
     assert_extents_at_most(&fs, &files, 2);
     verify(&fs, &files, requests);
     fs.unmount().unwrap();
@@ -207,7 +216,7 @@ fn concurrent_writers_of_preallocated_files_get_one_run_each() {
     let (_scratch, img) = image_of("alloc-prealloc-streams", 512 << 20);
     let fs = support::open_writable(&img);
     let (threads, requests) = (10, 8);
-    let files = write_files_concurrently(&fs, threads, requests, &[], 12);
+    let files = write_files_concurrently(&fs, threads, requests, &[], 12, &[REQUEST_BLOCKS]);
     assert_extents_at_most(&fs, &files, 2);
     for &ino in &files {
         assert_eq!(runs(&fs, ino).len(), 1, "inode {ino}");
@@ -282,32 +291,8 @@ fn chunks_cut_below_the_serialized_size_join_their_files_stream() {
     }
     let (_scratch, img) = image("alloc-stream-cut");
     let fs = support::open_writable(&img);
-    let (threads, requests) = (4usize, 8u64);
-    let request_bytes = (REQUEST_BLOCKS * BLOCK) as usize;
-    let cut = (200 * BLOCK) as usize;
-    let files: Vec<u32> = (0..threads)
-        .map(|t| {
-            fs.create(ROOT, format!("f{t}").as_bytes(), 0o644, 0, 0)
-                .unwrap()
-                .ino
-        })
-        .collect();
-    let round = std::sync::Barrier::new(threads);
-    std::thread::scope(|s| {
-        for (t, &ino) in files.iter().enumerate() {
-            let (fs, round) = (&fs, &round);
-            s.spawn(move || {
-                for r in 0..requests {
-                    let data = vec![pattern(t, r); request_bytes];
-                    let at = r * request_bytes as u64;
-                    round.wait();
-                    fs.write(ino, at, &data[..cut]).unwrap();
-                    round.wait();
-                    fs.write(ino, at + cut as u64, &data[cut..]).unwrap();
-                }
-            });
-        }
-    });
+    let requests = 8;
+    let files = write_files_concurrently(&fs, 4, requests, &[], 0, &[200, 56]);
     for &ino in &files {
         let runs = runs(&fs, ino);
         assert!(runs.len() <= 3, "inode {ino}: {runs:?}");
