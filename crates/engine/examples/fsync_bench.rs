@@ -68,7 +68,7 @@ fn main() {
                 &image,
                 FileDeviceOptions {
                     writable: true,
-                    direct: false,
+                    ..Default::default()
                 },
             )
             .expect("open image")

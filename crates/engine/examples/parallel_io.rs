@@ -377,7 +377,7 @@ fn fresh_fs(cfg: &Config) -> Result<Bench, String> {
             format_path(path, Some(cfg.image_size), &mkfs).map_err(err("mkfs"))?;
             let opts = OpenOptions {
                 writable: true,
-                direct: false,
+                ..Default::default()
             };
             let fs = Fs::open_path_with(path, opts, &[]).map_err(err("open"))?;
             if *remove_at_exit {

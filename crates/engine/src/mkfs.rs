@@ -166,7 +166,7 @@ pub fn format_path(path: &Path, size: Option<u64>, opts: &MkfsOptions) -> Result
         path,
         FileDeviceOptions {
             writable: true,
-            direct: false,
+            ..Default::default()
         },
     )?;
     let dev = Device::new(Box::new(dev));

@@ -46,7 +46,7 @@ fn with_fs(tag: &str, test: impl FnOnce(&Fs)) {
         &img,
         OpenOptions {
             writable: true,
-            direct: false,
+            ..Default::default()
         },
     )
     .unwrap();

@@ -96,6 +96,11 @@ pub struct OpenOptions {
     pub direct: bool,
     /// Open for writing.
     pub writable: bool,
+    /// The caller caches file data itself (as the FUSE mount's kernel page
+    /// cache does): large data reads go around the image file's page
+    /// cache and large data writes are written back at once, so file data
+    /// is not cached twice. See [`FileDeviceOptions::data_cached_above`](crate::device::FileDeviceOptions).
+    pub data_cached_above: bool,
 }
 
 /// File system totals, as statfs reports them.

@@ -72,6 +72,7 @@ impl Fs {
             FileDeviceOptions {
                 writable: opts.writable,
                 direct: opts.direct,
+                data_cached_above: opts.data_cached_above,
             },
         )?;
         if opts.writable {
