@@ -1,12 +1,10 @@
 //! Block devices: an image file or block device node (positioned I/O,
 //! optionally O_DIRECT), and an in-memory device for tests and simulations.
 //!
-//! File data that a caller caches itself (the FUSE mount: the kernel keeps
-//! the mount's pages) need not sit in the image file's page cache too:
-//! with [`FileDeviceOptions::data_cached_above`], large data reads go
-//! around it (O_DIRECT, one copy fewer) and large data writes start their
-//! write-back at once, so an fsync finds them on their way to the disk.
-//! Metadata stays cached either way.
+//! With [`FileDeviceOptions::write_behind`] (the FUSE mount's default),
+//! large writes of file data start their write-back at once, so the next
+//! fsync finds them on their way to the disk instead of writing them all
+//! then. Durability is unchanged: only a flush makes data durable.
 
 use crate::dentry_cache::{DentryBlock, DentryCache};
 use crate::error::{Error, Result};
@@ -30,82 +28,19 @@ pub trait BlockDevice: Send + Sync {
     /// A hint that `len` bytes from `offset` will be read soon (read ahead
     /// into a cache, if the device has one). Nothing by default.
     fn will_need(&self, _offset: u64, _len: u64) {}
-    /// Reads file data its caller caches itself; `buf` starts at a 4 KiB
-    /// boundary. A device with a cache of its own may go around it.
-    fn read_data_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
-        self.read_at(offset, buf)
-    }
-    /// Writes file data its caller caches itself. A device with a cache of
-    /// its own may start writing it back at once.
+    /// Writes a large run of file data ([`LARGE_DATA_WRITE`] bytes or
+    /// more). A device with a write-back cache may start writing it to
+    /// its store at once; as with `write_at`, only `flush` makes it durable.
     fn write_data_at(&self, offset: u64, buf: &[u8]) -> io::Result<()> {
         self.write_at(offset, buf)
     }
 }
 
-/// Data requests of at least this many bytes count as large: reads of them
-/// may go around the host's page cache, writes start their write-back
-/// (with [`FileDeviceOptions::data_cached_above`]). Below it, a request is
-/// cheaper served from (or gathered in) the page cache than sent to the disk alone.
-pub const LARGE_DATA_REQUEST: usize = 64 * 1024;
-
-/// A zeroed byte buffer that starts at a 4 KiB boundary, as O_DIRECT needs.
-#[derive(Default)]
-pub struct AlignedBuf {
-    blocks: Vec<AlignedBlock>,
-    len: usize,
-}
-
-#[derive(Clone, Copy)]
-#[repr(C, align(4096))]
-struct AlignedBlock([u8; F2FS_BLKSIZE]);
-
-impl AlignedBuf {
-    pub fn new(len: usize) -> AlignedBuf {
-        let mut buf = AlignedBuf::default();
-        buf.resize(len);
-        buf
-    }
-
-    /// Makes the buffer `len` bytes long; bytes it already had keep their
-    /// values, new ones are zero.
-    pub fn resize(&mut self, len: usize) {
-        self.blocks
-            .resize(len.div_ceil(F2FS_BLKSIZE), AlignedBlock([0; F2FS_BLKSIZE]));
-        self.len = len;
-    }
-
-    pub fn len(&self) -> usize {
-        self.len
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-}
-
-impl std::ops::Deref for AlignedBuf {
-    type Target = [u8];
-    fn deref(&self) -> &[u8] {
-        // SAFETY: the blocks are plain bytes laid out back to back
-        // (`repr(C)`, size = alignment = 4096), at least `len` of them.
-        unsafe { std::slice::from_raw_parts(self.blocks.as_ptr().cast::<u8>(), self.len) }
-    }
-}
-
-impl std::ops::DerefMut for AlignedBuf {
-    fn deref_mut(&mut self) -> &mut [u8] {
-        // SAFETY: as in `deref`, borrowed mutably through `self`.
-        unsafe { std::slice::from_raw_parts_mut(self.blocks.as_mut_ptr().cast::<u8>(), self.len) }
-    }
-}
-
-/// Whether a request takes the large-data path of
-/// [`BlockDevice::read_data_at`] / [`BlockDevice::write_data_at`]: file
-/// data the caller caches (not data the cleaner moves), of at least
-/// [`LARGE_DATA_REQUEST`] bytes.
-fn is_large_data(kind: IoKind, len: usize) -> bool {
-    matches!(kind, IoKind::UserData | IoKind::InPlaceData) && len >= LARGE_DATA_REQUEST
-}
+/// File data writes of at least this many bytes go to
+/// [`BlockDevice::write_data_at`]. Smaller ones are left to gather in the
+/// page cache: a 4 KiB rewrite started on its own would reach the disk
+/// alone, and again at the next rewrite.
+pub const LARGE_DATA_WRITE: usize = 64 * 1024;
 
 /// One 4 KiB block.
 pub type Block = Box<[u8]>;
@@ -274,13 +209,9 @@ impl Device {
                 ),
             ));
         }
-        let offset = blkaddr * F2FS_BLKSIZE as u64;
-        if is_large_data(kind, buf.len()) && (buf.as_ptr() as usize).is_multiple_of(F2FS_BLKSIZE) {
-            self.inner.read_data_at(offset, buf)
-        } else {
-            self.inner.read_at(offset, buf)
-        }
-        .map_err(|e| Error::io(format!("reading blkaddr {blkaddr}"), e))?;
+        self.inner
+            .read_at(blkaddr * F2FS_BLKSIZE as u64, buf)
+            .map_err(|e| Error::io(format!("reading blkaddr {blkaddr}"), e))?;
         self.counters.add(kind as usize, buf.len() as u64);
         Ok(())
     }
@@ -288,7 +219,11 @@ impl Device {
     pub fn write_blocks(&self, kind: IoKind, blkaddr: u64, buf: &[u8]) -> Result<()> {
         debug_assert!(buf.len().is_multiple_of(F2FS_BLKSIZE));
         let offset = blkaddr * F2FS_BLKSIZE as u64;
-        let written = if is_large_data(kind, buf.len()) {
+        // File data the user wrote, not data the cleaner moves (GcData):
+        // only the former is followed by the user's fsync.
+        let large_data =
+            matches!(kind, IoKind::UserData | IoKind::InPlaceData) && buf.len() >= LARGE_DATA_WRITE;
+        let written = if large_data {
             self.inner.write_data_at(offset, buf)
         } else {
             self.inner.write_at(offset, buf)
@@ -324,10 +259,6 @@ pub struct FileDevice {
     file: File,
     size: u64,
     direct: bool,
-    /// The image opened again with O_DIRECT, for large data reads
-    /// (`data_cached_above`; none when the file system refuses O_DIRECT).
-    uncached_reader: Option<File>,
-    /// Large data writes start their write-back at once (`data_cached_above`).
     write_behind: bool,
 }
 
@@ -337,23 +268,20 @@ pub struct FileDeviceOptions {
     pub writable: bool,
     /// Bypass the host page cache (O_DIRECT); I/O goes through aligned bounce buffers.
     pub direct: bool,
-    /// The caller caches file data itself: large data reads go around the
-    /// host's page cache and large data writes are written back at once
-    /// (see the module documentation).
-    pub data_cached_above: bool,
+    /// Start the write-back of large file data writes at once
+    /// (`sync_file_range`), so an fsync finds them written or on their way.
+    pub write_behind: bool,
 }
 
 impl FileDevice {
     pub fn open(path: &Path, opts: FileDeviceOptions) -> Result<FileDevice> {
-        let open = |writable: bool, direct: bool| {
-            let mut oo = OpenOptions::new();
-            oo.read(true).write(writable);
-            if direct {
-                oo.custom_flags(libc::O_DIRECT);
-            }
-            oo.open(path)
-        };
-        let file = open(opts.writable, opts.direct)
+        let mut oo = OpenOptions::new();
+        oo.read(true).write(opts.writable);
+        if opts.direct {
+            oo.custom_flags(libc::O_DIRECT);
+        }
+        let file = oo
+            .open(path)
             .map_err(|e| Error::io(format!("opening {}", path.display()), e))?;
         // Seeking to the end gives the size of regular files and block devices alike.
         let size = {
@@ -363,19 +291,29 @@ impl FileDevice {
                 .seek(io::SeekFrom::End(0))
                 .map_err(|e| Error::io(format!("sizing {}", path.display()), e))?
         };
-        let cached_above = opts.data_cached_above && !opts.direct;
         Ok(FileDevice {
             file,
             size,
             direct: opts.direct,
-            // Where O_DIRECT is refused (tmpfs), reads stay cached: slower, not wrong.
-            uncached_reader: cached_above.then(|| open(false, true).ok()).flatten(),
-            write_behind: cached_above && opts.writable,
+            // O_DIRECT writes are written when they return.
+            write_behind: opts.write_behind && opts.writable && !opts.direct,
         })
     }
 
     fn with_aligned<R>(len: usize, f: impl FnOnce(&mut [u8]) -> R) -> R {
-        f(&mut AlignedBuf::new(len))
+        let layout = std::alloc::Layout::from_size_align(len.max(F2FS_BLKSIZE), F2FS_BLKSIZE)
+            .expect("valid layout");
+        // SAFETY: the layout has non-zero size; the memory is zero-initialised,
+        // used only inside `f` and freed with the same layout.
+        unsafe {
+            let ptr = std::alloc::alloc_zeroed(layout);
+            if ptr.is_null() {
+                std::alloc::handle_alloc_error(layout);
+            }
+            let result = f(std::slice::from_raw_parts_mut(ptr, len));
+            std::alloc::dealloc(ptr, layout);
+            result
+        }
     }
 }
 
@@ -423,25 +361,13 @@ impl BlockDevice for FileDevice {
         }
     }
 
-    fn read_data_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
-        match &self.uncached_reader {
-            // The kernel writes back dirty cached pages of the range first,
-            // so the read sees every earlier write through `file`.
-            Some(reader) => match reader.read_exact_at(buf, offset) {
-                // A device whose sector is larger than 4 KiB: read it cached.
-                Err(e) if e.raw_os_error() == Some(libc::EINVAL) => self.read_at(offset, buf),
-                done => done,
-            },
-            None => self.read_at(offset, buf),
-        }
-    }
-
     fn write_data_at(&self, offset: u64, buf: &[u8]) -> io::Result<()> {
         self.write_at(offset, buf)?;
         if self.write_behind {
             // SAFETY: a valid descriptor; the call only starts write-back
-            // of pages already written (SYNC_FILE_RANGE_WRITE does not wait).
-            // A failure is left to the next flush, which reports it.
+            // of pages already written (SYNC_FILE_RANGE_WRITE alone does
+            // not wait for it). A failure is left to the next flush, which
+            // reports the write error.
             unsafe {
                 libc::sync_file_range(
                     self.file.as_raw_fd(),

@@ -3,7 +3,7 @@
 
 mod support;
 
-use f2fuse_engine::device::{AlignedBuf, MemDevice};
+use f2fuse_engine::device::{BlockDevice, MemDevice, LARGE_DATA_WRITE};
 use f2fuse_engine::mkfs::{format_path, MkfsOptions};
 use f2fuse_engine::{Fs, OpenOptions};
 use f2fuse_layout::F2FS_ROOT_INO;
@@ -110,102 +110,91 @@ fn loop_block_device() {
     assert!(names.contains(&b"data.bin".to_vec()));
 }
 
-/// Pages of `path` in the host's page cache (mincore over a mapping).
-fn resident_pages(path: &Path) -> usize {
-    use std::os::unix::io::AsRawFd;
-    let file = std::fs::File::open(path).unwrap();
-    let len = file.metadata().unwrap().len() as usize;
-    let page = 4096;
-    let mut vec = vec![0u8; len.div_ceil(page)];
-    // SAFETY: a read-only shared mapping of a file we hold open, unmapped
-    // before the function returns; mincore writes one byte per page of it.
-    unsafe {
-        let addr = libc::mmap(
-            std::ptr::null_mut(),
-            len,
-            libc::PROT_READ,
-            libc::MAP_SHARED,
-            file.as_raw_fd(),
-            0,
-        );
-        assert_ne!(addr, libc::MAP_FAILED);
-        assert_eq!(libc::mincore(addr, len, vec.as_mut_ptr()), 0);
-        libc::munmap(addr, len);
+/// What reached a device by which call: (offset, len, through write_data_at).
+#[derive(Clone, Default)]
+struct WriteLog(std::sync::Arc<std::sync::Mutex<Vec<(u64, usize, bool)>>>);
+
+/// A memory device that logs its writes.
+struct LoggingDevice {
+    inner: MemDevice,
+    log: WriteLog,
+}
+
+impl BlockDevice for LoggingDevice {
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> std::io::Result<()> {
+        self.inner.read_at(offset, buf)
     }
-    vec.iter().filter(|&&b| b & 1 != 0).count()
+    fn write_at(&self, offset: u64, buf: &[u8]) -> std::io::Result<()> {
+        self.log.0.lock().unwrap().push((offset, buf.len(), false));
+        self.inner.write_at(offset, buf)
+    }
+    fn write_data_at(&self, offset: u64, buf: &[u8]) -> std::io::Result<()> {
+        self.log.0.lock().unwrap().push((offset, buf.len(), true));
+        self.inner.write_at(offset, buf)
+    }
+    fn flush(&self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
+    fn size(&self) -> u64 {
+        self.inner.size()
+    }
 }
 
-/// Drops the clean pages of `path` from the host's page cache.
-fn drop_cached_pages(path: &Path) {
-    use std::os::unix::io::AsRawFd;
-    let file = std::fs::File::open(path).unwrap();
-    // SAFETY: a valid descriptor; the advice touches no memory of ours.
-    let rc = unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
-    assert_eq!(rc, 0);
-}
-
-/// With `data_cached_above` (the FUSE mount's choice) large reads into an
-/// aligned buffer go around the image's page cache, and still see data
-/// written a moment before and not yet flushed; reads into unaligned
-/// buffers and small reads return the same bytes. Without it the same reads
-/// fill the page cache: the residency check can tell the two apart.
+/// Write-behind takes large runs of file data only: a 1 MiB file's data
+/// goes to `write_data_at` in runs of at least LARGE_DATA_WRITE, while a
+/// 4 KiB rewrite, nodes, dentry blocks and checkpoints take `write_at`.
 #[test]
-fn data_cached_above_reads_around_the_page_cache_and_sees_every_write() {
+fn large_file_data_writes_take_the_write_behind_path() {
+    let scratch = Scratch::new("devices-write-behind");
+    let img = scratch.path().join("img");
+    format_path(&img, Some(96 << 20), &MkfsOptions::default()).unwrap();
+    let log = WriteLog::default();
+    let dev = LoggingDevice {
+        inner: MemDevice::from_bytes(std::fs::read(&img).unwrap()),
+        log: log.clone(),
+    };
+    let fs = Fs::open_writable(Box::new(dev)).unwrap();
+    let file = fs.create(F2FS_ROOT_INO, b"big", 0o644, 0, 0).unwrap();
+    let data: Vec<u8> = (0..1u32 << 20).map(|i| (i % 251) as u8).collect();
+    fs.write(file.ino, 0, &data).unwrap();
+    let bulk: Vec<_> = std::mem::take(&mut *log.0.lock().unwrap());
+    let through_data: usize = bulk.iter().filter(|w| w.2).map(|w| w.1).sum();
+    assert_eq!(through_data, data.len(), "writes: {bulk:?}");
+    assert!(bulk.iter().filter(|w| w.2).all(|w| w.1 >= LARGE_DATA_WRITE));
+    fs.write(file.ino, 8192, &[7u8; 4096]).unwrap();
+    fs.fsync(file.ino).unwrap();
+    fs.checkpoint().unwrap();
+    let rest = log.0.lock().unwrap().clone();
+    assert!(
+        !rest.is_empty() && rest.iter().all(|w| !w.2),
+        "writes: {rest:?}"
+    );
+}
+
+/// The mount's setting on an image file: the data reads back and the image
+/// passes fsck.f2fs.
+#[test]
+fn write_behind_image_reads_back_and_passes_fsck() {
     if !require_f2fs_tools() {
         return;
     }
-    let scratch = Scratch::new("devices-uncached");
+    let scratch = Scratch::new("devices-write-behind-file");
     let img = scratch.path().join("img");
-    let file_len = 4 << 20;
-    for data_cached_above in [true, false] {
-        format_path(&img, Some(96 << 20), &MkfsOptions::default()).unwrap();
-        let opts = OpenOptions {
-            writable: true,
-            data_cached_above,
-            ..Default::default()
-        };
-        let fs = Fs::open_path(&img, opts).unwrap();
-        let file = fs.create(F2FS_ROOT_INO, b"big", 0o644, 0, 0).unwrap();
-        let mut model: Vec<u8> = (0..file_len as u32)
-            .map(|i| (i * 7 + i / 4093) as u8)
-            .collect();
-        fs.write(file.ino, 0, &model).unwrap();
-        fs.checkpoint().unwrap();
-        drop_cached_pages(&img);
-        let before = resident_pages(&img);
-        let read_aligned = |fs: &Fs, offset: u64, len: usize| {
-            let inode = fs.resolve("/big").unwrap();
-            let mut buf = AlignedBuf::new(len);
-            assert_eq!(fs.read(&inode, offset, &mut buf).unwrap(), len);
-            buf.to_vec()
-        };
-        assert_eq!(read_aligned(&fs, 0, file_len), model);
-        let filled = resident_pages(&img) - before;
-        if data_cached_above {
-            assert!(
-                filled < 64,
-                "{filled} pages of the image cached by an uncached read"
-            );
-        } else {
-            assert!(
-                filled >= file_len / 4096,
-                "only {filled} pages cached by a cached read"
-            );
-        }
-        // Rewritten, not flushed, read again at once: in place and out of place.
-        let patch = vec![0xa5u8; 1 << 20];
-        fs.write(file.ino, 1 << 20, &patch).unwrap();
-        model[1 << 20..2 << 20].copy_from_slice(&patch);
-        assert_eq!(read_aligned(&fs, 0, file_len), model);
-        assert_eq!(
-            read_aligned(&fs, 768 << 10, 1 << 20),
-            model[768 << 10..1792 << 10]
-        );
-        let inode = fs.resolve("/big").unwrap();
-        let mut unaligned = vec![0u8; (1 << 20) + 3];
-        fs.read(&inode, 12_345, &mut unaligned[3..]).unwrap();
-        assert_eq!(unaligned[3..], model[12_345..12_345 + (1 << 20)]);
-        fs.unmount().unwrap();
-        fsck_f2fs(&img).unwrap();
+    format_path(&img, Some(96 << 20), &MkfsOptions::default()).unwrap();
+    let opts = OpenOptions {
+        writable: true,
+        write_behind: true,
+        ..Default::default()
+    };
+    let data: Vec<u8> = (0..8u32 << 20).map(|i| (i * 13 + i / 4099) as u8).collect();
+    let fs = Fs::open_path(&img, opts).unwrap();
+    let file = fs.create(F2FS_ROOT_INO, b"big", 0o644, 0, 0).unwrap();
+    for (i, chunk) in data.chunks(1 << 20).enumerate() {
+        fs.write(file.ino, (i << 20) as u64, chunk).unwrap();
     }
+    fs.fsync(file.ino).unwrap();
+    fs.unmount().unwrap();
+    fsck_f2fs(&img).unwrap();
+    let fs = Fs::open_path(&img, OpenOptions::default()).unwrap();
+    assert_eq!(read_all(&fs, "/big"), data);
 }

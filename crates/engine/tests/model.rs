@@ -1103,11 +1103,12 @@ fn show(name: &[u8]) -> String {
 /// Opens the image writable. The model tracks reservations block by
 /// block, so writes must not turn the reserved blocks around them into
 /// data: `extent_zeroout_len` 0 (zero-out chunks are tested in ipu.rs
-/// and powercut.rs).
+/// and powercut.rs). With the mount's `write_behind`.
 fn open_rw(img: &std::path::Path) -> Outcome<Fs> {
     let settings = [("extent_zeroout_len".to_string(), 0)];
     let options = OpenOptions {
         writable: true,
+        write_behind: true,
         ..Default::default()
     };
     Fs::open_path_with(img, options, &settings).map_err(|e| format!("open writable: {e}"))

@@ -11,7 +11,6 @@ use crate::convert::{decode_dev, file_attr, timestamp, to_f2fs, to_fuse};
 use crate::ioctl::{self, Command, Compression};
 use crate::log;
 use f2fuse_engine::acl::AclKind;
-use f2fuse_engine::device::AlignedBuf;
 use f2fuse_engine::dir::DirEntryInfo;
 use f2fuse_engine::fs::{AtimePolicy, RenameFlags as EngineRenameFlags, SetAttr, TimeSet};
 use f2fuse_engine::inode::wall_time;
@@ -1243,13 +1242,12 @@ impl Filesystem for F2fsFuse {
             /// The request thread's read buffer, kept from one read to the
             /// next: a fresh zeroed one per request cost an allocation and
             /// a memset of up to 1 MiB (5 % of the daemon's CPU time on
-            /// 64 KiB reads, bench/units-profile.sh). Aligned, so that large
-            /// reads of the image can go around its page cache (O_DIRECT).
-            static READ_BUF: std::cell::RefCell<AlignedBuf> = std::cell::RefCell::new(AlignedBuf::default());
+            /// 64 KiB reads, bench/units-profile.sh).
+            static READ_BUF: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
         }
         READ_BUF.with_borrow_mut(|buf| {
             if buf.len() < size as usize {
-                buf.resize(size as usize);
+                buf.resize(size as usize, 0);
             }
             match self.read_into(ino, offset, &mut buf[..size as usize]) {
                 Ok(n) => {

@@ -60,11 +60,10 @@ pub struct MountConfig {
     /// mounting as root; empty keeps FUSE's (1 % of the dirty threshold,
     /// strictly).
     pub dirty_limits: Vec<(String, u64)>,
-    /// Keep file data in the image file's page cache as well (`image_data_cache`).
-    /// Off by default: the kernel already caches the mount's pages, so large
-    /// data reads of the image go around its page cache (O_DIRECT) and large
-    /// data writes are written back at once.
-    pub image_data_cache: bool,
+    /// Start the image's write-back of large data writes at once
+    /// (`write_behind`, the default; `no_write_behind` leaves it to the
+    /// host's dirty limits and the next fsync).
+    pub write_behind: bool,
 }
 
 /// The backing device's write-back limits a mount may set, with the
@@ -102,7 +101,7 @@ impl Default for MountConfig {
             read_ahead_kb: DEFAULT_READ_AHEAD_KB,
             quota_enforced: 0,
             dirty_limits: Vec::new(),
-            image_data_cache: false,
+            write_behind: true,
         }
     }
 }
@@ -112,7 +111,7 @@ const MAX_READ_AHEAD_KB: u32 = 1 << 20;
 
 /// The options `-o` accepts, for error messages and `--help`.
 pub const OPTIONS_HELP: &str = "ro, rw, allow_other, default_permissions, threads=N, \
-     writeback_cache, no_writeback_cache, image_data_cache, no_image_data_cache, ttl=SECS, fsname=NAME, read_ahead_kb=KIB, \
+     writeback_cache, no_writeback_cache, write_behind, no_write_behind, ttl=SECS, fsname=NAME, read_ahead_kb=KIB, \
      subtype=NAME, max_ratio=PCT, max_bytes=BYTES, strict_limit=0|1, relatime, strictatime, the kernel flags dev, nodev, \
      suid, nosuid, exec, noexec, atime, noatime, sync, async, dirsync, and the f2fs tunables as \
      NAME=VALUE (max_victim_search, gc_idle, gc_urgent, gc_urgent_sleep_time, gc_min_sleep_time, \
@@ -184,8 +183,8 @@ impl MountConfig {
             ("default_permissions", None) => self.default_permissions = true,
             ("writeback_cache", None) => self.writeback_cache = true,
             ("no_writeback_cache", None) => self.writeback_cache = false,
-            ("image_data_cache", None) => self.image_data_cache = true,
-            ("no_image_data_cache", None) => self.image_data_cache = false,
+            ("write_behind", None) => self.write_behind = true,
+            ("no_write_behind", None) => self.write_behind = false,
             ("threads", Some(v)) => {
                 self.threads = v
                     .parse()
@@ -337,11 +336,11 @@ mod tests {
         c.apply_options("strictatime").unwrap();
         assert_eq!(c.atime, AtimePolicy::Strict);
         assert!(c.kernel_flags.is_empty());
-        assert!(!c.image_data_cache);
-        c.apply_options("image_data_cache").unwrap();
-        assert!(c.image_data_cache);
-        c.apply_options("no_image_data_cache").unwrap();
-        assert!(!c.image_data_cache);
+        assert!(c.write_behind);
+        c.apply_options("no_write_behind").unwrap();
+        assert!(!c.write_behind);
+        c.apply_options("write_behind").unwrap();
+        assert!(c.write_behind);
     }
 
     #[test]

@@ -522,7 +522,7 @@ fn serve_blocked(
         OpenOptions {
             writable: !cfg.read_only,
             direct: false,
-            data_cached_above: !cfg.image_data_cache,
+            write_behind: cfg.write_behind,
         },
         &cfg.tunables,
     )

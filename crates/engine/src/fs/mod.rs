@@ -96,11 +96,10 @@ pub struct OpenOptions {
     pub direct: bool,
     /// Open for writing.
     pub writable: bool,
-    /// The caller caches file data itself (as the FUSE mount's kernel page
-    /// cache does): large data reads go around the image file's page
-    /// cache and large data writes are written back at once, so file data
-    /// is not cached twice. See [`FileDeviceOptions::data_cached_above`](crate::device::FileDeviceOptions).
-    pub data_cached_above: bool,
+    /// Start the write-back of large file data writes at once, so that
+    /// an fsync finds them on their way to the disk (the FUSE mount's
+    /// default). See [`FileDeviceOptions::write_behind`](crate::device::FileDeviceOptions).
+    pub write_behind: bool,
 }
 
 /// File system totals, as statfs reports them.

@@ -72,7 +72,7 @@ impl Fs {
             FileDeviceOptions {
                 writable: opts.writable,
                 direct: opts.direct,
-                data_cached_above: opts.data_cached_above,
+                write_behind: opts.write_behind,
             },
         )?;
         if opts.writable {
