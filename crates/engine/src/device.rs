@@ -9,6 +9,7 @@
 use crate::dentry_cache::{DentryBlock, DentryCache};
 use crate::error::{Error, Result};
 use crate::stats::ShardedCounters;
+use crate::write_behind::WriteBehind;
 use f2fuse_layout::F2FS_BLKSIZE;
 use parking_lot::RwLock;
 use std::fs::{File, OpenOptions};
@@ -259,7 +260,7 @@ pub struct FileDevice {
     file: File,
     size: u64,
     direct: bool,
-    write_behind: bool,
+    write_behind: Option<WriteBehind>,
 }
 
 /// How to open a [`FileDevice`].
@@ -291,12 +292,16 @@ impl FileDevice {
                 .seek(io::SeekFrom::End(0))
                 .map_err(|e| Error::io(format!("sizing {}", path.display()), e))?
         };
+        // O_DIRECT writes are written when they return. Without its thread
+        // (none could be started) writes just wait for the flush.
+        let write_behind = (opts.write_behind && opts.writable && !opts.direct)
+            .then(|| WriteBehind::start(&file).ok())
+            .flatten();
         Ok(FileDevice {
             file,
             size,
             direct: opts.direct,
-            // O_DIRECT writes are written when they return.
-            write_behind: opts.write_behind && opts.writable && !opts.direct,
+            write_behind,
         })
     }
 
@@ -363,19 +368,8 @@ impl BlockDevice for FileDevice {
 
     fn write_data_at(&self, offset: u64, buf: &[u8]) -> io::Result<()> {
         self.write_at(offset, buf)?;
-        if self.write_behind {
-            // SAFETY: a valid descriptor; the call only starts write-back
-            // of pages already written (SYNC_FILE_RANGE_WRITE alone does
-            // not wait for it). A failure is left to the next flush, which
-            // reports the write error.
-            unsafe {
-                libc::sync_file_range(
-                    self.file.as_raw_fd(),
-                    offset as libc::off64_t,
-                    buf.len() as libc::off64_t,
-                    libc::SYNC_FILE_RANGE_WRITE,
-                );
-            }
+        if let Some(write_behind) = &self.write_behind {
+            write_behind.push(offset..offset + buf.len() as u64);
         }
         Ok(())
     }

@@ -36,6 +36,7 @@ pub mod sparse;
 pub mod stats;
 pub mod superblock;
 pub mod tunables;
+mod write_behind;
 pub mod xattr;
 
 pub use data::{FallocMode, SeekTarget};
