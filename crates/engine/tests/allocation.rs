@@ -366,7 +366,8 @@ fn lone_large_writes_open_few_tentative_streams() {
     // A first request opens a stream only tentatively: at most four at
     // once, so that a copy of many files of one request each does not
     // leave a partly written segment per file; the others' blocks follow
-    // each other in the log. A checkpoint lets go of the tentative ones.
+    // each other in the log. A checkpoint lets go of the tentative ones;
+    // a random writer's second request lets go of its own.
     if !require_f2fs_tools() {
         return;
     }
@@ -399,6 +400,22 @@ fn lone_large_writes_open_few_tentative_streams() {
     fs.checkpoint().unwrap();
     let after = write_file("after".into(), 4);
     assert_eq!(runs(&fs, after).len(), 1, "{:?}", runs(&fs, after));
+    // A random writer's second request lets go of its tentative stream:
+    // its requests go to the log, not 10 requests apart by file offset.
+    let random = fs.create(ROOT, b"random", 0o644, 0, 0).unwrap().ino;
+    for r in [0, 10, 20] {
+        fs.write(random, r * REQUEST_BLOCKS * BLOCK, &data).unwrap();
+    }
+    let addr_of = |r: u64| {
+        let (_, addr, _) = runs(&fs, random)[r as usize];
+        addr as u64
+    };
+    assert_ne!(
+        addr_of(2) - addr_of(1),
+        10 * REQUEST_BLOCKS,
+        "{:?}",
+        runs(&fs, random)
+    );
     fs.unmount().unwrap();
     fsck_f2fs(&img).unwrap();
 }

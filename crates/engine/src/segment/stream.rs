@@ -149,10 +149,21 @@ impl SegmentManager {
             stream.next_index = Some(end);
         }
         stream.used = self.stream_clock;
+        // A tentative stream whose file's second request jumps elsewhere
+        // (a random writer) is let go of: placed by file offset, random
+        // requests would leave holes between them.
+        if stream
+            .placement
+            .as_ref()
+            .is_some_and(|p| p.tentative && !continues && !late_chunk)
+        {
+            self.close_stream(i);
+        }
+        let stream = &self.streams[i];
         if stream.placement.as_ref().is_some_and(|p| p.spans(&req)) && self.placeable(i, req.first)
         {
             if let Some(p) = self.streams[i].placement.as_mut() {
-                p.tentative &= first_request;
+                p.tentative = false;
             }
             return true;
         }
