@@ -18,7 +18,8 @@ use std::ops::Range;
 use zerocopy::FromZeros;
 
 /// Streams remembered at once (with segments or not yet); the least
-/// recently used one is dropped for a new file.
+/// recently used one, among those without a placement if any, is dropped
+/// for a new file.
 const MAX_STREAMS: usize = 32;
 /// Segments with free slots one stream holds at once; taking one more
 /// lets go of its lowest (whatever of it is unwritten stays a hole). A
@@ -221,7 +222,7 @@ impl SegmentManager {
     }
 
     /// The stream of file `ino` writing to `log` (a new one, dropping the
-    /// least recently used if need be).
+    /// least recently used if need be, one without a placement first).
     fn stream_of(&mut self, ino: u32, log: CursegType) -> usize {
         if let Some(i) = self.streams.iter().position(|s| s.ino == ino) {
             if self.streams[i].log != log {
@@ -231,8 +232,11 @@ impl SegmentManager {
             return i;
         }
         if self.streams.len() == MAX_STREAMS {
+            // One with no placement first: dropping it leaves no hole (a
+            // copy of many files must not drop the tentative streams, which
+            // would let every few files open another).
             let oldest = (0..self.streams.len())
-                .min_by_key(|&i| self.streams[i].used)
+                .min_by_key(|&i| (self.streams[i].placement.is_some(), self.streams[i].used))
                 .expect("MAX_STREAMS > 0");
             self.close_stream(oldest);
             self.streams.swap_remove(oldest);
