@@ -329,7 +329,7 @@ fn buffered_write_back_order_leaves_one_run_per_file() {
     // (seen in the daemon): each file's first chunk alone before any
     // other, chunks out of order, some cut below `serialized_dio_pages`,
     // and some sent megabytes late, after the file's stream has moved on
-    // by more than four segments (at the writer's fsync). Each file still
+    // by more than four segments (at the end of its writing). Each file still
     // gets one run: its stream opens at the first chunk, places every
     // chunk by its file offset, and keeps the segments still waiting for
     // chunks. (Without that: the first chunk in the log, and each late
