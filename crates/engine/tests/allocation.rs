@@ -367,8 +367,9 @@ fn lone_large_writes_open_few_tentative_streams() {
     // A first request opens a stream only tentatively: at most four at
     // once, so that a copy of many files of one request each does not
     // leave a partly written segment per file; the others' blocks follow
-    // each other in the log. A checkpoint lets go of the tentative ones;
-    // a random writer's second request lets go of its own.
+    // each other in the log. A checkpoint lets go of the tentative ones
+    // (a rewrite does not make one ordinary); a random writer's second
+    // request lets go of its own.
     if !require_f2fs_tools() {
         return;
     }
@@ -425,6 +426,24 @@ fn lone_large_writes_open_few_tentative_streams() {
         "{:?}",
         runs(&fs, random)
     );
+    // A rewrite (out of place) of a file's last blocks does not make its
+    // tentative stream an ordinary one: the next checkpoint lets go of its
+    // segment all the same.
+    fs.set_tunable("ipu_policy", 0).unwrap();
+    fs.checkpoint().unwrap();
+    let current = || fs.status().unwrap().segments.current;
+    let held = current();
+    let rewritten = write_file("rewritten".into(), 1);
+    assert_eq!(current(), held + 1);
+    let tail = 4 * BLOCK as usize;
+    fs.write(
+        rewritten,
+        REQUEST_BLOCKS * BLOCK - tail as u64,
+        &data[..tail],
+    )
+    .unwrap();
+    fs.checkpoint().unwrap();
+    assert_eq!(current(), held);
     fs.unmount().unwrap();
     fsck_f2fs(&img).unwrap();
 }

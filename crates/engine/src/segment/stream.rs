@@ -163,8 +163,10 @@ impl SegmentManager {
         let stream = &self.streams[i];
         if stream.placement.as_ref().is_some_and(|p| p.spans(&req)) && self.placeable(i, req.first)
         {
+            // New data confirms it; a rewrite (its blocks go to the log:
+            // their slots are taken) does not.
             if let Some(p) = self.streams[i].placement.as_mut() {
-                p.tentative = false;
+                p.tentative &= !req.fills_holes;
             }
             return true;
         }
