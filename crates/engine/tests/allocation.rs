@@ -148,6 +148,17 @@ fn verify(fs: &Fs, files: &[u32], requests: u64) {
     }
 }
 
+/// [`verify`], unmount, fsck.f2fs, and [`verify`] again on a fresh open:
+/// the streams' segments are ordinary segments to it.
+fn verify_after_reopening(fs: Fs, img: &std::path::Path, files: &[u32], requests: u64) {
+    verify(&fs, files, requests);
+    fs.unmount().unwrap();
+    fsck_f2fs(img).unwrap();
+    let fs = support::open_writable(img);
+    verify(&fs, files, requests);
+    fs.unmount().unwrap();
+}
+
 /// Every file `f{t}` has at most `most` extents as `f2fuse extents` lists
 /// them (unwritten ones too).
 fn assert_extents_at_most(fs: &Fs, files: &[u32], most: usize) {
@@ -218,13 +229,7 @@ fn concurrent_sequential_writers_get_one_stream_each() {
     let files =
         write_files_concurrently(&fs, threads, &[], 0, &in_order(requests, &[REQUEST_BLOCKS]));
     assert_extents_at_most(&fs, &files, 2);
-    verify(&fs, &files, requests);
-    fs.unmount().unwrap();
-    fsck_f2fs(&img).unwrap();
-    // The streams' segments are ordinary segments to a fresh mount.
-    let fs = support::open_writable(&img);
-    verify(&fs, &files, requests);
-    fs.unmount().unwrap();
+    verify_after_reopening(fs, &img, &files, requests);
 }
 
 #[test]
@@ -354,12 +359,7 @@ fn buffered_write_back_order_leaves_one_run_per_file() {
         assert_eq!(runs(&fs, ino).len(), 1, "inode {ino}: {:?}", runs(&fs, ino));
     }
     assert_extents_at_most(&fs, &files, 1);
-    verify(&fs, &files, requests);
-    fs.unmount().unwrap();
-    fsck_f2fs(&img).unwrap();
-    let fs = support::open_writable(&img);
-    verify(&fs, &files, requests);
-    fs.unmount().unwrap();
+    verify_after_reopening(fs, &img, &files, requests);
 }
 
 #[test]
