@@ -681,6 +681,8 @@ fn stream_request(
         blocks: slots.len() as u64,
         ahead,
         may_open,
+        fills_holes: slots.iter().all(|(_, old)| !is_block(*old)),
+        file_blocks: inode.size.div_ceil(F2FS_BLKSIZE as u64),
     })
 }
 

@@ -1307,6 +1307,8 @@ mod tests {
             blocks: 8,
             ahead: 100,
             may_open: true,
+            fills_holes: true,
+            file_blocks: 108,
         };
         assert!(sm.begin_stream_request(req, log));
         // Out of order: block 5 first, then block 0 right before it.

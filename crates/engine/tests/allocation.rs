@@ -13,6 +13,7 @@ mod support;
 use f2fuse_engine::mkfs::{format_path, MkfsOptions, MKFS_FEATURES};
 use f2fuse_engine::{FallocMode, Fs};
 use f2fuse_layout::{BLOCKS_PER_SEG, F2FS_BLKSIZE, F2FS_ROOT_INO as ROOT};
+use std::collections::BTreeMap;
 use support::{fsck_f2fs, require_f2fs_tools, Scratch};
 
 const BLOCK: u64 = F2FS_BLKSIZE as u64;
@@ -46,26 +47,47 @@ fn ends_a_segment(fs: &Fs, run: &(u64, u32, u64)) -> bool {
     (run.1 as u64 + run.2 - main).is_multiple_of(BLOCKS_PER_SEG as u64)
 }
 
+/// One write: its first file block and its length in blocks, inside one
+/// request.
+type Piece = (u64, u64);
+
+/// Requests `0..requests` in file order, each written as writes of
+/// `cuts` blocks (summing to REQUEST_BLOCKS).
+fn in_order(requests: u64, cuts: &[u64]) -> Vec<Piece> {
+    assert_eq!(cuts.iter().sum::<u64>(), REQUEST_BLOCKS);
+    (0..requests)
+        .flat_map(|r| {
+            cuts.iter().scan(r * REQUEST_BLOCKS, |at, &blocks| {
+                *at += blocks;
+                Some((*at - blocks, blocks))
+            })
+        })
+        .collect()
+}
+
 /// `threads` writers, each writing `requests` requests of REQUEST_BLOCKS
 /// blocks to its own file, all at once; returns the files' inode numbers.
 fn write_concurrently(fs: &Fs, threads: u32, requests: u64, tunables: &[(&str, u64)]) -> Vec<u32> {
-    write_files_concurrently(fs, threads, requests, tunables, 0, &[REQUEST_BLOCKS])
+    write_files_concurrently(
+        fs,
+        threads,
+        tunables,
+        0,
+        &in_order(requests, &[REQUEST_BLOCKS]),
+    )
 }
 
 /// [`write_concurrently`], each file first preallocated (fallocate) to
-/// `prealloc_requests` requests' worth, as fio does, and each request
-/// written as writes of `pieces` blocks (summing to REQUEST_BLOCKS), the
-/// writers interleaving at every piece; file `t`'s bytes are
-/// `pattern(t, request)`.
+/// `prealloc_requests` requests' worth, as fio does, and written as the
+/// writes of `schedule`, in its order, the writers interleaving at every
+/// write; file `t`'s bytes are `pattern(t, request)`.
 fn write_files_concurrently(
     fs: &Fs,
     threads: u32,
-    requests: u64,
     tunables: &[(&str, u64)],
     prealloc_requests: u64,
-    pieces: &[u64],
+    schedule: &[Piece],
 ) -> Vec<u32> {
-    assert_eq!(pieces.iter().sum::<u64>(), REQUEST_BLOCKS);
     for (name, value) in tunables {
         fs.set_tunable(name, *value).unwrap();
     }
@@ -76,31 +98,27 @@ fn write_files_concurrently(
                 .ino
         })
         .collect();
-    let request_bytes = REQUEST_BLOCKS * BLOCK;
     if prealloc_requests > 0 {
         let mode = FallocMode::Allocate { keep_size: false };
         for &ino in &files {
-            fs.fallocate(ino, 0, prealloc_requests * request_bytes, mode)
+            fs.fallocate(ino, 0, prealloc_requests * REQUEST_BLOCKS * BLOCK, mode)
                 .unwrap();
         }
     }
-    // The writers go in rounds of one piece each, so their requests
+    // The writers go in rounds of one write each, so their requests
     // interleave however the threads are scheduled.
     let round = std::sync::Barrier::new(files.len());
     std::thread::scope(|s| {
         for (t, &ino) in files.iter().enumerate() {
             let round = &round;
             s.spawn(move || {
-                for r in 0..requests {
-                    let data = vec![pattern(t, r); request_bytes as usize];
-                    let mut at = 0;
-                    for &blocks in pieces {
-                        let piece = &data[at..at + (blocks * BLOCK) as usize];
-                        round.wait();
-                        let n = fs.write(ino, r * request_bytes + at as u64, piece).unwrap();
-                        assert_eq!(n, piece.len());
-                        at += piece.len();
-                    }
+                for &(first, blocks) in schedule {
+                    let request = first / REQUEST_BLOCKS;
+                    assert_eq!((first + blocks - 1) / REQUEST_BLOCKS, request);
+                    let piece = vec![pattern(t, request); (blocks * BLOCK) as usize];
+                    round.wait();
+                    let n = fs.write(ino, first * BLOCK, &piece).unwrap();
+                    assert_eq!(n, piece.len());
                 }
             });
         }
@@ -128,6 +146,17 @@ fn verify(fs: &Fs, files: &[u32], requests: u64) {
             );
         }
     }
+}
+
+/// [`verify`], unmount, fsck.f2fs, and [`verify`] again on a fresh open:
+/// the streams' segments are ordinary segments to it.
+fn verify_after_reopening(fs: Fs, img: &std::path::Path, files: &[u32], requests: u64) {
+    verify(&fs, files, requests);
+    fs.unmount().unwrap();
+    fsck_f2fs(img).unwrap();
+    let fs = support::open_writable(img);
+    verify(&fs, files, requests);
+    fs.unmount().unwrap();
 }
 
 /// Every file `f{t}` has at most `most` extents as `f2fuse extents` lists
@@ -186,24 +215,21 @@ fn block_at_a_time_writers_interleave() {
 #[test]
 fn concurrent_sequential_writers_get_one_stream_each() {
     // Write-back and O_DIRECT without preallocation: the first request of
-    // each file goes to the shared log, every later one continues the
-    // file's stream, so at most two extents per file (one per request
-    // without streams: the log interleaves the writers).
+    // each file opens a tentative stream (four at once; the others' first
+    // requests go to the shared log and their stream opens at the second),
+    // every later one continues the file's stream, so at most two extents
+    // per file (one per request without streams: the log interleaves the
+    // writers).
     if !require_f2fs_tools() {
         return;
     }
     let (_scratch, img) = image("alloc-streams");
     let fs = support::open_writable(&img);
     let (threads, requests) = (6, 8);
-    let files = write_files_concurrently(&fs, threads, requests, &[], 0, &[REQUEST_BLOCKS]);
+    let files =
+        write_files_concurrently(&fs, threads, &[], 0, &in_order(requests, &[REQUEST_BLOCKS]));
     assert_extents_at_most(&fs, &files, 2);
-    verify(&fs, &files, requests);
-    fs.unmount().unwrap();
-    fsck_f2fs(&img).unwrap();
-    // The streams' segments are ordinary segments to a fresh mount.
-    let fs = support::open_writable(&img);
-    verify(&fs, &files, requests);
-    fs.unmount().unwrap();
+    verify_after_reopening(fs, &img, &files, requests);
 }
 
 #[test]
@@ -216,7 +242,8 @@ fn concurrent_writers_of_preallocated_files_get_one_run_each() {
     let (_scratch, img) = image_of("alloc-prealloc-streams", 512 << 20);
     let fs = support::open_writable(&img);
     let (threads, requests) = (10, 8);
-    let files = write_files_concurrently(&fs, threads, requests, &[], 12, &[REQUEST_BLOCKS]);
+    let schedule = in_order(requests, &[REQUEST_BLOCKS]);
+    let files = write_files_concurrently(&fs, threads, &[], 12, &schedule);
     assert_extents_at_most(&fs, &files, 2);
     for &ino in &files {
         assert_eq!(runs(&fs, ino).len(), 1, "inode {ino}");
@@ -256,8 +283,8 @@ fn requests_arriving_out_of_order_still_form_one_run() {
     let request_bytes = REQUEST_BLOCKS * BLOCK;
     let mode = FallocMode::Allocate { keep_size: false };
     fs.fallocate(ino, 0, 8 * request_bytes, mode).unwrap();
-    // Without preallocation the stream opens at the second request (the
-    // first went to the log): two runs.
+    // Without preallocation the first request opens a tentative stream:
+    // one run too.
     let plain = fs.create(ROOT, b"f1", 0o644, 0, 0).unwrap().ino;
     let write = |ino: u32, t: usize, r: u64| {
         let data = vec![pattern(t, r); request_bytes as usize];
@@ -270,7 +297,7 @@ fn requests_arriving_out_of_order_still_form_one_run() {
         write(plain, 1, r);
     }
     assert_eq!(runs(&fs, ino).len(), 1, "{:?}", runs(&fs, ino));
-    assert_eq!(runs(&fs, plain).len(), 2, "{:?}", runs(&fs, plain));
+    assert_eq!(runs(&fs, plain).len(), 1, "{:?}", runs(&fs, plain));
     verify(&fs, &[ino, plain], 8);
     fs.unmount().unwrap();
     fsck_f2fs(&img).unwrap();
@@ -283,21 +310,140 @@ fn chunks_cut_below_the_serialized_size_join_their_files_stream() {
     // file's open stream they take their place in it instead of the
     // shared log, so concurrent buffered writers still get about a run
     // per file. Here every request is cut in two, 200 + 56 blocks, the
-    // writers interleaving at each piece; no preallocation, so the first
-    // request goes to the log (two runs at most) and the stream opens at
-    // the second.
+    // writers interleaving at each piece; no preallocation, so the stream
+    // opens (tentatively) at the first 200 blocks.
     if !require_f2fs_tools() {
         return;
     }
     let (_scratch, img) = image("alloc-stream-cut");
     let fs = support::open_writable(&img);
     let requests = 8;
-    let files = write_files_concurrently(&fs, 4, requests, &[], 0, &[200, 56]);
+    let files = write_files_concurrently(&fs, 4, &[], 0, &in_order(requests, &[200, 56]));
     for &ino in &files {
         let runs = runs(&fs, ino);
-        assert!(runs.len() <= 3, "inode {ino}: {runs:?}");
+        assert_eq!(runs.len(), 1, "inode {ino}: {runs:?}");
     }
     verify(&fs, &files, requests);
+    fs.unmount().unwrap();
+    fsck_f2fs(&img).unwrap();
+}
+
+#[test]
+fn buffered_write_back_order_leaves_one_run_per_file() {
+    // What the kernel's write-back of three buffered 32 MiB writers sends
+    // (seen in the daemon): each file's first chunk alone before any
+    // other, chunks out of order, some cut below `serialized_dio_pages`,
+    // and some sent megabytes late, after the file's stream has moved on
+    // by more than four segments (at the end of its writing). Each file still
+    // gets one run: its stream opens at the first chunk, places every
+    // chunk by its file offset, and keeps the segments still waiting for
+    // chunks. (Without that: the first chunk in the log, and each late
+    // chunk in the log too.)
+    if !require_f2fs_tools() {
+        return;
+    }
+    let (_scratch, img) = image("alloc-write-back");
+    let fs = support::open_writable(&img);
+    let requests = 32;
+    let late = [5, 9, 13, 17];
+    let whole = |r: u64| (r * REQUEST_BLOCKS, REQUEST_BLOCKS);
+    let mut schedule = vec![whole(0), whole(2), whole(1)];
+    // Request 3 cut below the serialized size at its end.
+    schedule.extend([(3 * REQUEST_BLOCKS, 200), (3 * REQUEST_BLOCKS + 200, 56)]);
+    schedule.extend((4..requests).filter(|r| !late.contains(r)).map(whole));
+    // Requests 5, 9, 13 and 17, each in its own segment, come last: 5 is
+    // due 26 requests (13 segments) after it.
+    schedule.extend(late.iter().map(|&r| whole(r)));
+    let files = write_files_concurrently(&fs, 3, &[], 0, &schedule);
+    for &ino in &files {
+        assert_eq!(runs(&fs, ino).len(), 1, "inode {ino}: {:?}", runs(&fs, ino));
+    }
+    assert_extents_at_most(&fs, &files, 1);
+    verify_after_reopening(fs, &img, &files, requests);
+}
+
+#[test]
+fn lone_large_writes_open_few_tentative_streams() {
+    // A first request opens a stream only tentatively: at most four at
+    // once, so that a copy of many files of one request each does not
+    // leave a partly written segment per file; the others' blocks follow
+    // each other in the log. A checkpoint lets go of the tentative ones
+    // (a rewrite does not make one ordinary); a random writer's second
+    // request lets go of its own.
+    if !require_f2fs_tools() {
+        return;
+    }
+    let (_scratch, img) = image("alloc-tentative");
+    let fs = support::open_writable(&img);
+    let data = vec![7u8; (REQUEST_BLOCKS * BLOCK) as usize];
+    let write_file = |name: String, requests: u64| {
+        let ino = fs.create(ROOT, name.as_bytes(), 0o644, 0, 0).unwrap().ino;
+        for r in 0..requests {
+            fs.write(ino, r * REQUEST_BLOCKS * BLOCK, &data).unwrap();
+        }
+        ino
+    };
+    // More files than streams are remembered (32): forgetting the
+    // tentative streams would let every few files open another.
+    let lone: Vec<u32> = (0..100)
+        .map(|k| write_file(format!("lone{k}"), 1))
+        .collect();
+    // Each file is half a segment: in the log two share a segment, a
+    // tentative stream's segment holds its file alone.
+    let main = fs.superblock().main_blkaddr.get();
+    let segment = |addr: u32| (addr - main) / BLOCKS_PER_SEG;
+    let mut files_in: BTreeMap<u32, usize> = BTreeMap::new();
+    for &ino in &lone {
+        for (_, addr, len) in runs(&fs, ino) {
+            for segno in segment(addr)..=segment(addr + len as u32 - 1) {
+                *files_in.entry(segno).or_default() += 1;
+            }
+        }
+    }
+    let alone = files_in.values().filter(|&&n| n == 1).count();
+    // Four streams', and the log's first and last segments.
+    assert!(alone <= 6, "{alone} segments of one file: {files_in:?}");
+    // The four tentative streams still count: a new file's first request
+    // goes to the log, its stream opens at the second.
+    let capped = write_file("capped".into(), 4);
+    assert_eq!(runs(&fs, capped).len(), 2, "{:?}", runs(&fs, capped));
+    fs.checkpoint().unwrap();
+    let after = write_file("after".into(), 4);
+    assert_eq!(runs(&fs, after).len(), 1, "{:?}", runs(&fs, after));
+    // A random writer's second request lets go of its tentative stream:
+    // its requests go to the log, not 10 requests apart by file offset.
+    let random = fs.create(ROOT, b"random", 0o644, 0, 0).unwrap().ino;
+    for r in [0, 10, 20] {
+        fs.write(random, r * REQUEST_BLOCKS * BLOCK, &data).unwrap();
+    }
+    let addr_of = |r: u64| {
+        let (_, addr, _) = runs(&fs, random)[r as usize];
+        addr as u64
+    };
+    assert_ne!(
+        addr_of(2) - addr_of(1),
+        10 * REQUEST_BLOCKS,
+        "{:?}",
+        runs(&fs, random)
+    );
+    // A rewrite (out of place) of a file's last blocks does not make its
+    // tentative stream an ordinary one: the next checkpoint lets go of its
+    // segment all the same.
+    fs.set_tunable("ipu_policy", 0).unwrap();
+    fs.checkpoint().unwrap();
+    let current = || fs.status().unwrap().segments.current;
+    let held = current();
+    let rewritten = write_file("rewritten".into(), 1);
+    assert_eq!(current(), held + 1);
+    let tail = 4 * BLOCK as usize;
+    fs.write(
+        rewritten,
+        REQUEST_BLOCKS * BLOCK - tail as u64,
+        &data[..tail],
+    )
+    .unwrap();
+    fs.checkpoint().unwrap();
+    assert_eq!(current(), held);
     fs.unmount().unwrap();
     fsck_f2fs(&img).unwrap();
 }

@@ -15,7 +15,7 @@ use f2fuse_engine::fs::RenameFlags;
 use f2fuse_engine::mkfs::{format, parse_features, MkfsOptions};
 use f2fuse_engine::xattr::SetMode;
 use f2fuse_engine::{FallocMode, FileKind, Fs};
-use f2fuse_layout::{inode_flag, F2FS_ROOT_INO as ROOT};
+use f2fuse_layout::{inode_flag, BLOCKS_PER_SEG, F2FS_ROOT_INO as ROOT};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use support::{fsck_f2fs, require_f2fs_tools, Scratch};
@@ -765,7 +765,9 @@ fn every_cut_in_fsyncs_of_a_file_with_direct_nodes() {
 /// Every cut inside fsyncs of a file written in large sequential requests,
 /// which go to the file's own stream segment (outside the logs): the
 /// stream's segment is part full at the checkpoint and filled on after
-/// it, across a segment boundary; recovery finds the fsynced blocks there.
+/// it, across a segment boundary (the full segment let go of at once, its
+/// summaries queued for the next checkpoint); recovery finds the fsynced
+/// blocks there.
 #[test]
 fn every_cut_in_fsyncs_of_a_streamed_file() {
     if !require_f2fs_tools() {
@@ -790,22 +792,27 @@ fn every_cut_in_fsyncs_of_a_streamed_file() {
         fs.write(file.ino, content.len() as u64, &data).unwrap();
         content.extend_from_slice(&data);
     };
-    // The first request in the log, 31 in the stream: 16 blocks short of
-    // the end of its segment.
-    for byte in 1..=32 {
+    // The first request opens the file's stream, which places file block
+    // `i` at its segment's block `i`: 31 requests end 16 blocks short of
+    // the segment's end.
+    for byte in 1..=31 {
         append(&fs, &mut content, byte);
     }
     fs.checkpoint().unwrap();
     let first = sim.event_count();
     let mut states = vec![(first, content.clone())];
-    for byte in 33..=36 {
+    for byte in 32..=35 {
         append(&fs, &mut content, byte);
         fs.fsync(file.ino).unwrap();
         states.push((sim.event_count() - 1, content.clone()));
     }
-    // First request in the log, the rest one run in the stream.
+    // One run in the stream, across the segment boundary.
     let runs = fs.extents(&fs.inode(file.ino).unwrap()).unwrap();
-    assert_eq!(runs.len(), 2, "{runs:?}");
+    assert_eq!(runs.len(), 1, "{runs:?}");
+    let main = fs.superblock().main_blkaddr.get();
+    let (_, start, len) = runs[0];
+    assert_eq!((start - main) % BLOCKS_PER_SEG, 0, "{runs:?}");
+    assert!(len > BLOCKS_PER_SEG as u64, "{runs:?}");
     assert_eq!(
         checkpoint_writes_since(&sim, first),
         0,

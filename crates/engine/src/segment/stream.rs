@@ -18,11 +18,22 @@ use std::ops::Range;
 use zerocopy::FromZeros;
 
 /// Streams remembered at once (with segments or not yet); the least
-/// recently used one is dropped for a new file.
+/// recently used one, among those without a placement if any, is dropped
+/// for a new file.
 const MAX_STREAMS: usize = 32;
-/// Segments one stream holds at once; taking one more lets go of its
-/// lowest (whatever of it is unwritten stays a hole).
-const MAX_HELD: usize = 4;
+/// Segments with free slots one stream holds at once; taking one more
+/// lets go of its lowest (whatever of it is unwritten stays a hole). A
+/// segment with no free slot left is let go of at once, so these are the
+/// segments still waiting for chunks: write-back sends some of a file's
+/// chunks many megabytes late (7-17 MiB in one traced run), and each such
+/// chunk keeps one segment here.
+const MAX_HELD: usize = 8;
+/// Streams opened by a file's first request and not used since
+/// (tentative: the file may write no more) at once; a further first
+/// request goes to the log, so that many lone large writes (a copy of many
+/// 1 MiB files) leave at most this many partly written segments between
+/// two checkpoints (each checkpoint lets go of the tentative streams).
+const MAX_TENTATIVE: usize = 4;
 /// Segments a new stream expects to fill at least (32 MiB) and at most
 /// (128 MiB): the window the logs avoid while they can. Windows are free
 /// segments on disk, so a generous one costs nothing.
@@ -49,15 +60,20 @@ pub struct StreamRequest {
     /// Whether the request may open a stream (a serialized write), or only
     /// join the file's open one where that spans it.
     pub may_open: bool,
+    /// Whether every block it allocates fills a hole or a preallocated
+    /// (NEW_ADDR) slot: new data, not a rewrite.
+    pub fills_holes: bool,
+    /// The file's size in blocks when the request is placed.
+    pub file_blocks: u64,
 }
 
 /// The large requests of one file.
 pub(super) struct Stream {
     ino: u32,
     log: CursegType,
-    /// File block right after the last request: a request starting here
-    /// continues the file's writing.
-    next_index: u64,
+    /// File block right after the last request (None before the first):
+    /// a request starting here continues the file's writing.
+    next_index: Option<u64>,
     /// Where the stream puts file blocks, once opened.
     placement: Option<Placement>,
     /// `stream_clock` at the last request: for least-recently-used eviction.
@@ -72,6 +88,9 @@ pub(super) struct Placement {
     held: Vec<HeldSegment>,
     /// Segments the stream expects to grow into.
     window: Range<u32>,
+    /// Opened by the file's first request and not yet used again (see
+    /// MAX_TENTATIVE).
+    tentative: bool,
 }
 
 pub(super) struct HeldSegment {
@@ -94,9 +113,11 @@ impl SegmentManager {
     /// ([`allocate_streamed`](Self::allocate_streamed)). They do when the
     /// request falls in the stream's span; else, for a serialized request
     /// (`may_open`), a new stream opens when the request continues the
-    /// file's previous one or writes into preallocated blocks with more of
-    /// them ahead. A smaller request only joins a stream its file has open
-    /// for the same log: it neither opens nor displaces one. A stream needs free
+    /// file's previous one, writes into preallocated blocks with more of
+    /// them ahead, or is the file's first and writes new data at or near
+    /// its end (a tentative stream: at most MAX_TENTATIVE at once). A
+    /// smaller request only joins a stream its file has open for the same
+    /// log: it neither opens nor displaces one. A stream needs free
     /// segments, one-segment sections, and space enough that the logs do
     /// not fill holes yet (SSR); otherwise the request goes to the log.
     pub fn begin_stream_request(&mut self, req: StreamRequest, log: CursegType) -> bool {
@@ -111,25 +132,56 @@ impl SegmentManager {
         self.stream_clock += 1;
         let i = self.stream_of(req.ino, log);
         let stream = &mut self.streams[i];
+        let reorder = REORDER_REQUESTS * req.blocks;
+        let end = req.first.saturating_add(req.blocks);
         // Continues the file's writing: starts where the last request
         // ended, or a little after (the chunks between are on their way).
         let expected_at = stream.next_index;
-        let continues = req
-            .first
-            .checked_sub(expected_at)
-            .is_some_and(|gap| gap <= REORDER_REQUESTS * req.blocks);
-        let end = req.first.saturating_add(req.blocks);
-        let late_chunk = end <= expected_at && expected_at - end <= REORDER_REQUESTS * req.blocks;
+        let continues = expected_at
+            .is_some_and(|at| req.first.checked_sub(at).is_some_and(|gap| gap <= reorder));
+        // A chunk of this writing arriving late: new data behind its end
+        // (write-back sends some chunks megabytes late), or anything just
+        // behind it. It leaves the end where it is, so the next chunk
+        // still continues the writing.
+        let late_chunk =
+            expected_at.is_some_and(|at| end <= at && (req.fills_holes || at - end <= reorder));
+        let first_request = expected_at.is_none();
         if !late_chunk {
-            stream.next_index = end;
+            stream.next_index = Some(end);
         }
         stream.used = self.stream_clock;
+        // A tentative stream whose file's second request jumps elsewhere
+        // (a random writer) is let go of: placed by file offset, random
+        // requests would leave holes between them.
+        if stream
+            .placement
+            .as_ref()
+            .is_some_and(|p| p.tentative && !continues && !late_chunk)
+        {
+            self.close_stream(i);
+        }
+        let stream = &self.streams[i];
         if stream.placement.as_ref().is_some_and(|p| p.spans(&req)) && self.placeable(i, req.first)
         {
+            // New data confirms it; a rewrite (its blocks go to the log:
+            // their slots are taken) does not.
+            if let Some(p) = self.streams[i].placement.as_mut() {
+                p.tentative &= !req.fills_holes;
+            }
             return true;
         }
+        // The file's first request, writing new data at its end or a
+        // little past it (its earlier chunks on their way): likely the
+        // start of a longer writing, as write-back's first chunk of a file.
+        let tentative = first_request
+            && req.ahead == 0
+            && req.fills_holes
+            && req.first <= req.file_blocks + reorder
+            && self.tentative_streams() < MAX_TENTATIVE;
+        // A late chunk never opens a stream nor moves the file's one.
         if !req.may_open
-            || !continues && req.ahead == 0
+            || late_chunk
+            || !continues && req.ahead == 0 && !tentative
             || self.segs_per_sec != 1
             || self.need_ssr()
         {
@@ -144,24 +196,35 @@ impl SegmentManager {
         let Some(window) = self.find_window(log, want) else {
             return false;
         };
-        // A first request into a preallocated range may be a later chunk of
-        // a write whose earlier chunk is still on its way: room for it.
-        let base_index = if continues {
-            expected_at
-        } else {
-            req.first.saturating_sub(req.blocks)
+        // From where the writing continues; a first request may be a later
+        // chunk of a write whose earlier chunks are still on their way:
+        // room for them (back to the file's end, or one request).
+        let base_index = match expected_at {
+            Some(at) if continues => at,
+            _ if tentative => req.first.min(req.file_blocks),
+            // Preallocated: its size says nothing of what was written.
+            _ => req.first.saturating_sub(req.blocks),
         };
         self.streams[i].placement = Some(Placement {
             base_index,
             base_addr: self.blkaddr_of(window.start, 0) as u64,
             held: Vec::new(),
             window,
+            tentative,
         });
         true
     }
 
+    /// Streams open and still tentative.
+    fn tentative_streams(&self) -> usize {
+        self.streams
+            .iter()
+            .filter(|s| s.placement.as_ref().is_some_and(|p| p.tentative))
+            .count()
+    }
+
     /// The stream of file `ino` writing to `log` (a new one, dropping the
-    /// least recently used if need be).
+    /// least recently used if need be, one without a placement first).
     fn stream_of(&mut self, ino: u32, log: CursegType) -> usize {
         if let Some(i) = self.streams.iter().position(|s| s.ino == ino) {
             if self.streams[i].log != log {
@@ -171,8 +234,11 @@ impl SegmentManager {
             return i;
         }
         if self.streams.len() == MAX_STREAMS {
+            // One with no placement first: dropping it leaves no hole (a
+            // copy of many files must not drop the tentative streams, which
+            // would let every few files open another).
             let oldest = (0..self.streams.len())
-                .min_by_key(|&i| self.streams[i].used)
+                .min_by_key(|&i| (self.streams[i].placement.is_some(), self.streams[i].used))
                 .expect("MAX_STREAMS > 0");
             self.close_stream(oldest);
             self.streams.swap_remove(oldest);
@@ -180,7 +246,7 @@ impl SegmentManager {
         self.streams.push(Stream {
             ino,
             log,
-            next_index: u64::MAX,
+            next_index: None,
             placement: None,
             used: 0,
         });
@@ -209,6 +275,10 @@ impl SegmentManager {
                 self.tracking(&[segno], |sm| sm.segs[segno as usize].mark_valid(off, now));
                 self.dirty_sit.insert(segno);
                 self.stats.lfs_blocks[log as usize] += 1;
+                // Full: no chunk can land in it any more.
+                if self.segs[segno as usize].ckpt_valid as usize == BLOCKS_PER_SEG as usize {
+                    self.release_segment(i, segno);
+                }
                 Ok(self.blkaddr_of(segno, off as u32))
             }
             None => self.allocate(log, owner),
@@ -264,7 +334,8 @@ impl SegmentManager {
     }
 
     /// Makes segment `segno` one stream `i` holds, if it is takeable; lets
-    /// go of the stream's lowest segment first when it holds MAX_HELD.
+    /// go of the stream's lowest segment first when it holds MAX_HELD
+    /// (then a chunk still due there goes to the log).
     /// Returns whether it did.
     fn hold_segment(&mut self, i: usize, segno: u32) -> bool {
         if !self.takeable(i, segno) {
@@ -320,9 +391,11 @@ impl SegmentManager {
     /// Before a checkpoint: queues the summary blocks of the streams'
     /// segments for the SSA, which records them as ordinary data segments;
     /// a segment with no valid block is let go of, since the checkpoint
-    /// counts it free (or prefree), as fsck does. Once the logs fill holes
-    /// (need_SSR) every stream lets go of its segments, so that SSR and the
-    /// cleaner may use them.
+    /// counts it free (or prefree), as fsck does; a stream still tentative
+    /// lets go of its segments (its file wrote no more since it opened, so
+    /// the rest of its segment is a hole for SSR and the cleaner). Once the
+    /// logs fill holes (need_SSR) every stream lets go of its segments, so
+    /// that SSR and the cleaner may use them.
     pub(super) fn checkpoint_streams(&mut self) {
         if self.need_ssr() {
             for i in 0..self.streams.len() {
@@ -332,6 +405,10 @@ impl SegmentManager {
         }
         for i in 0..self.streams.len() {
             let held: Vec<u32> = match &self.streams[i].placement {
+                Some(p) if p.tentative => {
+                    self.close_stream(i);
+                    continue;
+                }
                 Some(p) => p.held.iter().map(|h| h.segno).collect(),
                 None => continue,
             };
