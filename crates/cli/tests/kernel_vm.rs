@@ -755,7 +755,7 @@ fn write_streams_through_mount(img: &Path, mnt: &Path) -> bool {
                     .open(&path)
                     .unwrap();
                 // Preallocated first, as fio does: a stream starts at the
-                // first request (without it, at the second).
+                // first request (without it too, as a tentative stream).
                 let len = (CHUNKS * CHUNK) as libc::off_t;
                 // SAFETY: a plain syscall on an open descriptor.
                 let ret = unsafe { libc::fallocate(file.as_raw_fd(), 0, 0, len) };
