@@ -161,8 +161,7 @@ impl SegmentManager {
             self.close_stream(i);
         }
         let stream = &self.streams[i];
-        if stream.placement.as_ref().is_some_and(|p| p.spans(&req)) && self.placeable(i, req.first)
-        {
+        if stream.placement.as_ref().is_some_and(|p| p.spans(&req)) && self.placeable(i, &req) {
             // New data confirms it; a rewrite (its blocks go to the log:
             // their slots are taken) does not.
             if let Some(p) = self.streams[i].placement.as_mut() {
@@ -316,11 +315,19 @@ impl SegmentManager {
             .is_some_and(|p| p.held.iter().any(|h| h.segno == segno))
     }
 
-    /// Whether file block `index` can go to stream `i`: its segment is
-    /// held, or free to take.
-    fn placeable(&self, i: usize, index: u64) -> bool {
-        self.target_of(i, index)
-            .is_some_and(|(segno, _)| self.holds(i, segno) || self.takeable(i, segno))
+    /// Whether blocks of `req` can go to stream `i`: a segment it reaches
+    /// is held, or free to take. Any of them, not only its first block's:
+    /// write-back sends chunks that start by rewriting the last blocks of
+    /// the chunk before (in place), and where that chunk filled its segment
+    /// (let go of), the new blocks after them still belong in the next one.
+    fn placeable(&self, i: usize, req: &StreamRequest) -> bool {
+        let Some((first, _)) = self.target_of(i, req.first) else {
+            return false;
+        };
+        let last = self
+            .target_of(i, req.first + req.blocks.max(1) - 1)
+            .map_or(first, |(segno, _)| segno);
+        (first..=last).any(|segno| self.holds(i, segno) || self.takeable(i, segno))
     }
 
     /// Whether stream `i` may take segment `segno`: free, no log's or
