@@ -447,3 +447,69 @@ fn lone_large_writes_open_few_tentative_streams() {
     fs.unmount().unwrap();
     fsck_f2fs(&img).unwrap();
 }
+
+#[test]
+fn sequential_chunks_overlapping_the_previous_one_stay_in_the_stream() {
+    // One sequential buffered writer's write-back (fio, 64 KiB writes, seen
+    // in the daemon): each 1 MiB chunk begins by rewriting the last blocks
+    // of the chunk before (in place), some pairs of chunks swapped. Where
+    // the chunk before filled its segment, which the stream then let go
+    // of, the chunk's new blocks still belong at their slot in the next
+    // segment: it went to the log whole, a 256 MiB file had 25-36 extents.
+    // One thread writes f0 in order, another f1 with its pairs swapped,
+    // taking turns.
+    if !require_f2fs_tools() {
+        return;
+    }
+    let (_scratch, img) = image("alloc-overlap");
+    let fs = support::open_writable(&img);
+    const OVERLAP: u64 = 32;
+    let chunks: u64 = 16;
+    // Chunk k: its request's blocks, from OVERLAP blocks before it.
+    let chunk = |k: u64| (k * REQUEST_BLOCKS).saturating_sub(OVERLAP)..(k + 1) * REQUEST_BLOCKS;
+    let in_order: Vec<u64> = (0..chunks).collect();
+    let swapped: Vec<u64> = (0..chunks).map(|k| k ^ 1).collect();
+    let byte = |t: usize, block: u64| (t as u64 * 64 + block / 16 + 1) as u8;
+    let files: Vec<u32> = (0..2)
+        .map(|t| {
+            fs.create(ROOT, format!("f{t}").as_bytes(), 0o644, 0, 0)
+                .unwrap()
+                .ino
+        })
+        .collect();
+    let turn = std::sync::Barrier::new(2);
+    std::thread::scope(|s| {
+        for (t, order) in [in_order, swapped].into_iter().enumerate() {
+            let (fs, turn, ino) = (&fs, &turn, files[t]);
+            s.spawn(move || {
+                for k in order {
+                    let blocks = chunk(k);
+                    let data: Vec<u8> = blocks
+                        .clone()
+                        .flat_map(|b| [byte(t, b); BLOCK as usize])
+                        .collect();
+                    turn.wait();
+                    fs.write(ino, blocks.start * BLOCK, &data).unwrap();
+                }
+            });
+        }
+    });
+    let check = |fs: &Fs| {
+        let mut buf = vec![0u8; BLOCK as usize];
+        for (t, &ino) in files.iter().enumerate() {
+            for b in 0..chunks * REQUEST_BLOCKS {
+                fs.read_ino(ino, b * BLOCK, &mut buf).unwrap();
+                assert!(buf.iter().all(|&x| x == byte(t, b)), "f{t} block {b}");
+            }
+        }
+    };
+    check(&fs);
+    for &ino in &files {
+        assert_eq!(runs(&fs, ino).len(), 1, "inode {ino}: {:?}", runs(&fs, ino));
+    }
+    fs.unmount().unwrap();
+    fsck_f2fs(&img).unwrap();
+    let fs = support::open_writable(&img);
+    check(&fs);
+    fs.unmount().unwrap();
+}

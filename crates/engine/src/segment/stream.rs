@@ -135,10 +135,12 @@ impl SegmentManager {
         let reorder = REORDER_REQUESTS * req.blocks;
         let end = req.first.saturating_add(req.blocks);
         // Continues the file's writing: starts where the last request
-        // ended, or a little after (the chunks between are on their way).
+        // ended, a little after (the chunks between are on their way), or
+        // a little before (write-back's chunks of a buffered writer may
+        // begin by rewriting the last blocks of the chunk before).
         let expected_at = stream.next_index;
-        let continues = expected_at
-            .is_some_and(|at| req.first.checked_sub(at).is_some_and(|gap| gap <= reorder));
+        let continues =
+            expected_at.is_some_and(|at| end > at && req.first.abs_diff(at) <= reorder);
         // A chunk of this writing arriving late: new data behind its end
         // (write-back sends some chunks megabytes late), or anything just
         // behind it. It leaves the end where it is, so the next chunk
@@ -321,7 +323,10 @@ impl SegmentManager {
     /// the chunk before (in place), and where that chunk filled its segment
     /// (let go of), the new blocks after them still belong in the next one.
     fn placeable(&self, i: usize, req: &StreamRequest) -> bool {
-        let Some((first, _)) = self.target_of(i, req.first) else {
+        let Some(base_index) = self.streams[i].placement.as_ref().map(|p| p.base_index) else {
+            return false;
+        };
+        let Some((first, _)) = self.target_of(i, req.first.max(base_index)) else {
             return false;
         };
         let last = self
@@ -526,11 +531,13 @@ impl SegmentManager {
 }
 
 impl Placement {
-    /// Whether `req` lies in the stream: from its base to as far as its
-    /// window reaches, by at most the largest window.
+    /// Whether `req` lies in the stream: from its base (blocks before it,
+    /// rewritten where they are, may lead) to as far as its window
+    /// reaches, by at most the largest window.
     fn spans(&self, req: &StreamRequest) -> bool {
         let limit =
             self.window.len().max(MAX_WINDOW_SEGMENTS as usize) as u64 * BLOCKS_PER_SEG as u64;
-        req.first >= self.base_index && req.first + req.blocks - self.base_index <= limit
+        let end = req.first + req.blocks;
+        end > self.base_index && end - self.base_index <= limit
     }
 }
