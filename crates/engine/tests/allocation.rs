@@ -513,3 +513,35 @@ fn sequential_chunks_overlapping_the_previous_one_stay_in_the_stream() {
     check(&fs);
     fs.unmount().unwrap();
 }
+
+#[test]
+fn a_long_sequential_writing_outgrows_its_first_window() {
+    // A stream's window is at most 64 segments (128 MiB), and it spanned
+    // no further: a longer file (fio lays out 256 MiB with fallocate, then
+    // writes it in order, its write-back chunks widened by zeroing out
+    // reservations, so they may join the file's stream but not open one)
+    // had the rest in the log, in the order its chunks came. The window
+    // keeps ahead of the stream instead. 144 MiB, preallocated, pairs of
+    // 1 MiB chunks swapped; after the first two, the chunks are below
+    // `serialized_dio_pages` (may only join the stream).
+    if !require_f2fs_tools() {
+        return;
+    }
+    let (_scratch, img) = image_of("alloc-long", 1 << 30);
+    let fs = support::open_writable(&img);
+    let requests = 144;
+    let mode = FallocMode::Allocate { keep_size: false };
+    let ino = fs.create(ROOT, b"f0", 0o644, 0, 0).unwrap().ino;
+    fs.fallocate(ino, 0, requests * REQUEST_BLOCKS * BLOCK, mode)
+        .unwrap();
+    for r in (0..requests).map(|r| r ^ 1) {
+        if r == 2 {
+            fs.set_tunable("serialized_dio_pages", 2 * REQUEST_BLOCKS)
+                .unwrap();
+        }
+        let data = vec![pattern(0, r); (REQUEST_BLOCKS * BLOCK) as usize];
+        fs.write(ino, r * REQUEST_BLOCKS * BLOCK, &data).unwrap();
+    }
+    assert_extents_at_most(&fs, &[ino], 1);
+    verify_after_reopening(fs, &img, &[ino], requests);
+}

@@ -139,8 +139,7 @@ impl SegmentManager {
         // a little before (write-back's chunks of a buffered writer may
         // begin by rewriting the last blocks of the chunk before).
         let expected_at = stream.next_index;
-        let continues =
-            expected_at.is_some_and(|at| end > at && req.first.abs_diff(at) <= reorder);
+        let continues = expected_at.is_some_and(|at| end > at && req.first.abs_diff(at) <= reorder);
         // A chunk of this writing arriving late: new data behind its end
         // (write-back sends some chunks megabytes late), or anything just
         // behind it. It leaves the end where it is, so the next chunk
@@ -339,10 +338,7 @@ impl SegmentManager {
     /// stream's, in no other stream's window, and the logs do not fill
     /// holes yet.
     fn takeable(&self, i: usize, segno: u32) -> bool {
-        self.segs[segno as usize].is_free()
-            && !self.is_current(segno)
-            && !self.in_stream_window(segno, Some(i))
-            && !self.need_ssr()
+        self.usable_for_window(segno, Some(i)) && !self.need_ssr()
     }
 
     /// Makes segment `segno` one stream `i` holds, if it is takeable; lets
@@ -359,13 +355,14 @@ impl SegmentManager {
             self.release_segment(i, lowest);
         }
         let log = self.streams[i].log;
+        let window_end = self.window_ahead_of(i, segno);
         self.tracking(&[segno], |sm| {
             let p = sm.streams[i].placement.as_mut().expect("an open stream");
             p.held.push(HeldSegment {
                 segno,
                 sums: vec![Summary::default(); ENTRIES_IN_SUM],
             });
-            p.window.end = p.window.end.max(segno + 1);
+            p.window.end = window_end;
         });
         let seg = &mut self.segs[segno as usize];
         seg.seg_type = log as u8;
@@ -373,6 +370,30 @@ impl SegmentManager {
         self.dirty_sit.insert(segno);
         self.stats.segments_opened += 1;
         true
+    }
+
+    /// Where stream `i`'s window ends once it takes `segno`: past it, and,
+    /// unless the stream is tentative (its file may write no more), up to
+    /// MIN_WINDOW_SEGMENTS further over the free segments no log or other
+    /// window has. The logs take new segments outside every window, the
+    /// first right after this one: kept ahead of the stream, the window
+    /// keeps them out of the segments a long writing grows into next (a
+    /// 256 MiB file otherwise had its second half in the log, in the order
+    /// its chunks came), and a stream spans as far as its window.
+    fn window_ahead_of(&self, i: usize, segno: u32) -> u32 {
+        let p = self.streams[i].placement.as_ref().expect("an open stream");
+        let mut end = p.window.end.max(segno + 1);
+        let ahead = if p.tentative {
+            0
+        } else {
+            MIN_WINDOW_SEGMENTS as u32
+        };
+        while end < (segno + 1 + ahead).min(self.segs.len() as u32)
+            && self.usable_for_window(end, Some(i))
+        {
+            end += 1;
+        }
+        end
     }
 
     /// Lets go of segment `segno` of stream `i`: its summaries go to the
@@ -477,6 +498,14 @@ impl SegmentManager {
         })
     }
 
+    /// Whether `segno` may join a window of stream `except` (None: a new
+    /// stream's): free, no log's or stream's, in no other stream's window.
+    fn usable_for_window(&self, segno: u32, except: Option<usize>) -> bool {
+        self.segs[segno as usize].is_free()
+            && !self.is_current(segno)
+            && !self.in_stream_window(segno, except)
+    }
+
     /// Free segments for a new stream: the first run of `want` segments
     /// after `log`'s own (wrapping) that are free, no log's or stream's and
     /// in no stream's window; else the first run half as long, and so on
@@ -484,11 +513,6 @@ impl SegmentManager {
     fn find_window(&self, log: CursegType, want: u32) -> Option<Range<u32>> {
         let total = self.segs.len() as u32;
         let start = self.cursegs[log as usize].segno + 1;
-        let usable = |segno: u32| {
-            self.segs[segno as usize].is_free()
-                && !self.is_current(segno)
-                && !self.in_stream_window(segno, None)
-        };
         let mut want = want.min(total);
         while want > 0 {
             let mut run = 0u32;
@@ -498,7 +522,11 @@ impl SegmentManager {
                 if segno == 0 {
                     run = 0;
                 }
-                run = if usable(segno) { run + 1 } else { 0 };
+                run = if self.usable_for_window(segno, None) {
+                    run + 1
+                } else {
+                    0
+                };
                 if run == want {
                     return Some(segno + 1 - want..segno + 1);
                 }
