@@ -36,14 +36,15 @@ const MAX_HELD: usize = 8;
 const MAX_TENTATIVE: usize = 4;
 /// Segments a new stream expects to fill at least (32 MiB) and at most
 /// (128 MiB): the window the logs avoid while they can. Windows are free
-/// segments on disk, so a generous one costs nothing.
+/// segments on disk, so a generous one costs nothing. A confirmed stream's
+/// window also keeps MIN_WINDOW_SEGMENTS ahead of the last segment it took.
 const MIN_WINDOW_SEGMENTS: u64 = 16;
 const MAX_WINDOW_SEGMENTS: u64 = 64;
 
-/// How far (in requests' lengths) a request may start after the end of
-/// the file's last one, or end before it, and still count as the same
-/// writing: FUSE's request threads deliver one file's chunks a little out
-/// of order.
+/// How far (in requests' lengths) a request may start after or before
+/// the end of the file's last one, or end before it, and still count as
+/// the same writing: FUSE's request threads deliver one file's chunks a
+/// little out of order, and write-back's may overlap the one before.
 const REORDER_REQUESTS: u64 = 2;
 
 /// A serialized write request, as the allocator sees it.
