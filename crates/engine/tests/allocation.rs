@@ -447,3 +447,88 @@ fn lone_large_writes_open_few_tentative_streams() {
     fs.unmount().unwrap();
     fsck_f2fs(&img).unwrap();
 }
+
+#[test]
+fn sequential_chunks_overlapping_the_previous_one_stay_in_the_stream() {
+    // One sequential buffered writer's write-back (fio, 64 KiB writes, seen
+    // in the daemon): each 1 MiB chunk begins by rewriting the last blocks
+    // of the chunk before (in place), some pairs of chunks swapped. Where
+    // the chunk before filled its segment, which the stream then let go
+    // of, the chunk's new blocks still belong at their slot in the next
+    // segment: it went to the log whole, a 256 MiB file had 25-36 extents.
+    // One thread writes f0 in order, another f1 with its pairs swapped,
+    // taking turns.
+    if !require_f2fs_tools() {
+        return;
+    }
+    let (_scratch, img) = image("alloc-overlap");
+    let fs = support::open_writable(&img);
+    const OVERLAP: u64 = 32;
+    let chunks: u64 = 16;
+    // Chunk k: its request's blocks, from OVERLAP blocks before it.
+    let chunk = |k: u64| (k * REQUEST_BLOCKS).saturating_sub(OVERLAP)..(k + 1) * REQUEST_BLOCKS;
+    let in_order: Vec<u64> = (0..chunks).collect();
+    let swapped: Vec<u64> = (0..chunks).map(|k| k ^ 1).collect();
+    // Each block holds its request's bytes (an overlap rewrites them as they are).
+    let byte = |t: usize, block: u64| pattern(t, block / REQUEST_BLOCKS);
+    let files: Vec<u32> = (0..2)
+        .map(|t| {
+            fs.create(ROOT, format!("f{t}").as_bytes(), 0o644, 0, 0)
+                .unwrap()
+                .ino
+        })
+        .collect();
+    let turn = std::sync::Barrier::new(2);
+    std::thread::scope(|s| {
+        for (t, order) in [in_order, swapped].into_iter().enumerate() {
+            let (fs, turn, ino) = (&fs, &turn, files[t]);
+            s.spawn(move || {
+                for k in order {
+                    let blocks = chunk(k);
+                    let data: Vec<u8> = blocks
+                        .clone()
+                        .flat_map(|b| [byte(t, b); BLOCK as usize])
+                        .collect();
+                    turn.wait();
+                    fs.write(ino, blocks.start * BLOCK, &data).unwrap();
+                }
+            });
+        }
+    });
+    for &ino in &files {
+        assert_eq!(runs(&fs, ino).len(), 1, "inode {ino}: {:?}", runs(&fs, ino));
+    }
+    verify_after_reopening(fs, &img, &files, chunks);
+}
+
+#[test]
+fn a_long_sequential_writing_outgrows_its_first_window() {
+    // A stream's window is at most 64 segments (128 MiB), and it spanned
+    // no further: a longer file (fio lays out 256 MiB with fallocate, then
+    // writes it in order, its write-back chunks widened by zeroing out
+    // reservations, so they may join the file's stream but not open one)
+    // had the rest in the log, in the order its chunks came. The window
+    // keeps ahead of the stream instead. 144 MiB, preallocated, pairs of
+    // 1 MiB chunks swapped; after the first two, the chunks are below
+    // `serialized_dio_pages` (may only join the stream).
+    if !require_f2fs_tools() {
+        return;
+    }
+    let (_scratch, img) = image_of("alloc-long", 1 << 30);
+    let fs = support::open_writable(&img);
+    let requests = 144;
+    let mode = FallocMode::Allocate { keep_size: false };
+    let ino = fs.create(ROOT, b"f0", 0o644, 0, 0).unwrap().ino;
+    fs.fallocate(ino, 0, requests * REQUEST_BLOCKS * BLOCK, mode)
+        .unwrap();
+    for r in (0..requests).map(|r| r ^ 1) {
+        if r == 2 {
+            fs.set_tunable("serialized_dio_pages", 2 * REQUEST_BLOCKS)
+                .unwrap();
+        }
+        let data = vec![pattern(0, r); (REQUEST_BLOCKS * BLOCK) as usize];
+        fs.write(ino, r * REQUEST_BLOCKS * BLOCK, &data).unwrap();
+    }
+    assert_extents_at_most(&fs, &[ino], 1);
+    verify_after_reopening(fs, &img, &[ino], requests);
+}

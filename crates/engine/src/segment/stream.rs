@@ -36,14 +36,15 @@ const MAX_HELD: usize = 8;
 const MAX_TENTATIVE: usize = 4;
 /// Segments a new stream expects to fill at least (32 MiB) and at most
 /// (128 MiB): the window the logs avoid while they can. Windows are free
-/// segments on disk, so a generous one costs nothing.
+/// segments on disk, so a generous one costs nothing. A confirmed stream's
+/// window also keeps MIN_WINDOW_SEGMENTS ahead of the last segment it took.
 const MIN_WINDOW_SEGMENTS: u64 = 16;
 const MAX_WINDOW_SEGMENTS: u64 = 64;
 
-/// How far (in requests' lengths) a request may start after the end of
-/// the file's last one, or end before it, and still count as the same
-/// writing: FUSE's request threads deliver one file's chunks a little out
-/// of order.
+/// How far (in requests' lengths) a request may start after or before
+/// the end of the file's last one, or end before it, and still count as
+/// the same writing: FUSE's request threads deliver one file's chunks a
+/// little out of order, and write-back's may overlap the one before.
 const REORDER_REQUESTS: u64 = 2;
 
 /// A serialized write request, as the allocator sees it.
@@ -135,10 +136,11 @@ impl SegmentManager {
         let reorder = REORDER_REQUESTS * req.blocks;
         let end = req.first.saturating_add(req.blocks);
         // Continues the file's writing: starts where the last request
-        // ended, or a little after (the chunks between are on their way).
+        // ended, a little after (the chunks between are on their way), or
+        // a little before (write-back's chunks of a buffered writer may
+        // begin by rewriting the last blocks of the chunk before).
         let expected_at = stream.next_index;
-        let continues = expected_at
-            .is_some_and(|at| req.first.checked_sub(at).is_some_and(|gap| gap <= reorder));
+        let continues = expected_at.is_some_and(|at| end > at && req.first.abs_diff(at) <= reorder);
         // A chunk of this writing arriving late: new data behind its end
         // (write-back sends some chunks megabytes late), or anything just
         // behind it. It leaves the end where it is, so the next chunk
@@ -161,8 +163,7 @@ impl SegmentManager {
             self.close_stream(i);
         }
         let stream = &self.streams[i];
-        if stream.placement.as_ref().is_some_and(|p| p.spans(&req)) && self.placeable(i, req.first)
-        {
+        if stream.placement.as_ref().is_some_and(|p| p.spans(&req)) && self.placeable(i, &req) {
             // New data confirms it; a rewrite (its blocks go to the log:
             // their slots are taken) does not.
             if let Some(p) = self.streams[i].placement.as_mut() {
@@ -316,21 +317,29 @@ impl SegmentManager {
             .is_some_and(|p| p.held.iter().any(|h| h.segno == segno))
     }
 
-    /// Whether file block `index` can go to stream `i`: its segment is
-    /// held, or free to take.
-    fn placeable(&self, i: usize, index: u64) -> bool {
-        self.target_of(i, index)
-            .is_some_and(|(segno, _)| self.holds(i, segno) || self.takeable(i, segno))
+    /// Whether blocks of `req` can go to stream `i`: a segment it reaches
+    /// is held, or free to take. Any of them, not only its first block's:
+    /// write-back sends chunks that start by rewriting the last blocks of
+    /// the chunk before (in place), and where that chunk filled its segment
+    /// (let go of), the new blocks after them still belong in the next one.
+    fn placeable(&self, i: usize, req: &StreamRequest) -> bool {
+        let Some(base_index) = self.streams[i].placement.as_ref().map(|p| p.base_index) else {
+            return false;
+        };
+        let Some((first, _)) = self.target_of(i, req.first.max(base_index)) else {
+            return false;
+        };
+        let last = self
+            .target_of(i, req.first + req.blocks.max(1) - 1)
+            .map_or(first, |(segno, _)| segno);
+        (first..=last).any(|segno| self.holds(i, segno) || self.takeable(i, segno))
     }
 
     /// Whether stream `i` may take segment `segno`: free, no log's or
     /// stream's, in no other stream's window, and the logs do not fill
     /// holes yet.
     fn takeable(&self, i: usize, segno: u32) -> bool {
-        self.segs[segno as usize].is_free()
-            && !self.is_current(segno)
-            && !self.in_stream_window(segno, Some(i))
-            && !self.need_ssr()
+        self.usable_for_window(segno, Some(i)) && !self.need_ssr()
     }
 
     /// Makes segment `segno` one stream `i` holds, if it is takeable; lets
@@ -347,13 +356,14 @@ impl SegmentManager {
             self.release_segment(i, lowest);
         }
         let log = self.streams[i].log;
+        let window_end = self.window_ahead_of(i, segno);
         self.tracking(&[segno], |sm| {
             let p = sm.streams[i].placement.as_mut().expect("an open stream");
             p.held.push(HeldSegment {
                 segno,
                 sums: vec![Summary::default(); ENTRIES_IN_SUM],
             });
-            p.window.end = p.window.end.max(segno + 1);
+            p.window.end = window_end;
         });
         let seg = &mut self.segs[segno as usize];
         seg.seg_type = log as u8;
@@ -361,6 +371,30 @@ impl SegmentManager {
         self.dirty_sit.insert(segno);
         self.stats.segments_opened += 1;
         true
+    }
+
+    /// Where stream `i`'s window ends once it takes `segno`: past it, and,
+    /// unless the stream is tentative (its file may write no more), up to
+    /// MIN_WINDOW_SEGMENTS further over the free segments no log or other
+    /// window has. The logs take new segments outside every window, the
+    /// first right after this one: kept ahead of the stream, the window
+    /// keeps them out of the segments a long writing grows into next (a
+    /// 256 MiB file otherwise had its second half in the log, in the order
+    /// its chunks came), and a stream spans as far as its window.
+    fn window_ahead_of(&self, i: usize, segno: u32) -> u32 {
+        let p = self.streams[i].placement.as_ref().expect("an open stream");
+        let mut end = p.window.end.max(segno + 1);
+        let ahead = if p.tentative {
+            0
+        } else {
+            MIN_WINDOW_SEGMENTS as u32
+        };
+        while end < (segno + 1 + ahead).min(self.segs.len() as u32)
+            && self.usable_for_window(end, Some(i))
+        {
+            end += 1;
+        }
+        end
     }
 
     /// Lets go of segment `segno` of stream `i`: its summaries go to the
@@ -465,6 +499,14 @@ impl SegmentManager {
         })
     }
 
+    /// Whether `segno` may join a window of stream `except` (None: a new
+    /// stream's): free, no log's or stream's, in no other stream's window.
+    fn usable_for_window(&self, segno: u32, except: Option<usize>) -> bool {
+        self.segs[segno as usize].is_free()
+            && !self.is_current(segno)
+            && !self.in_stream_window(segno, except)
+    }
+
     /// Free segments for a new stream: the first run of `want` segments
     /// after `log`'s own (wrapping) that are free, no log's or stream's and
     /// in no stream's window; else the first run half as long, and so on
@@ -472,11 +514,6 @@ impl SegmentManager {
     fn find_window(&self, log: CursegType, want: u32) -> Option<Range<u32>> {
         let total = self.segs.len() as u32;
         let start = self.cursegs[log as usize].segno + 1;
-        let usable = |segno: u32| {
-            self.segs[segno as usize].is_free()
-                && !self.is_current(segno)
-                && !self.in_stream_window(segno, None)
-        };
         let mut want = want.min(total);
         while want > 0 {
             let mut run = 0u32;
@@ -486,7 +523,11 @@ impl SegmentManager {
                 if segno == 0 {
                     run = 0;
                 }
-                run = if usable(segno) { run + 1 } else { 0 };
+                run = if self.usable_for_window(segno, None) {
+                    run + 1
+                } else {
+                    0
+                };
                 if run == want {
                     return Some(segno + 1 - want..segno + 1);
                 }
@@ -519,11 +560,13 @@ impl SegmentManager {
 }
 
 impl Placement {
-    /// Whether `req` lies in the stream: from its base to as far as its
-    /// window reaches, by at most the largest window.
+    /// Whether `req` lies in the stream: from its base (blocks before it,
+    /// rewritten where they are, may lead) to as far as its window
+    /// reaches, by at most the largest window.
     fn spans(&self, req: &StreamRequest) -> bool {
         let limit =
             self.window.len().max(MAX_WINDOW_SEGMENTS as usize) as u64 * BLOCKS_PER_SEG as u64;
-        req.first >= self.base_index && req.first + req.blocks - self.base_index <= limit
+        let end = req.first + req.blocks;
+        end > self.base_index && end - self.base_index <= limit
     }
 }
