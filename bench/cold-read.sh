@@ -4,7 +4,7 @@
 # 64k and 1m: sync, drop every cache, read the file with fio psync. Prints one line:
 #   OPTIONS: 64k MiB/s 1m MiB/s
 # Meant to be repeated, two option sets interleaved (the disk's speed varies from run to run).
-# Root only (FUSE, drop_caches). Knobs: F2FUSE (default target/release/f2fuse),
+# Root only (FUSE, drop_caches); needs fio and python3. Knobs: F2FUSE (default target/release/f2fuse),
 # SCRATCH (default /var/tmp/f2fuse-cold-read), FILE_MIB (default 256).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -17,7 +17,7 @@ truncate -s 1G "$SCRATCH/img"
 "$F2FUSE" mkfs -q "$SCRATCH/img"
 opts=()
 [[ -n ${1:-} ]] && opts=(-o "$1")
-"$F2FUSE" mount "$SCRATCH/img" "$SCRATCH/mnt" -f "${opts[@]}" > "$SCRATCH/daemon.log" 2>&1 &
+"$F2FUSE" mount "$SCRATCH/img" "$SCRATCH/mnt" -f ${opts[@]+"${opts[@]}"} > "$SCRATCH/daemon.log" 2>&1 &
 pid=$!
 trap 'umount "$SCRATCH/mnt" 2>/dev/null || true; wait $pid 2>/dev/null || true' EXIT
 for _ in $(seq 100); do mountpoint -q "$SCRATCH/mnt" && break; sleep 0.1; done

@@ -1216,6 +1216,7 @@ fn child_node_ofs(ofs: u32, levels: u32, slot: u32) -> u32 {
 
 /// Frees every block at file index >= `from` (and the nodes left empty).
 pub fn truncate_blocks(ctx: &Ctx, ino: u32, from: u64) -> Result<()> {
+    ctx.space.lock().forget_stream(ino, from);
     let inode = ctx.inode(ino)?;
     // Inline bytes (data or dentries) and device numbers sit where the
     // addresses would be; fifos and sockets have no blocks either.

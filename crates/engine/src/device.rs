@@ -295,7 +295,13 @@ impl FileDevice {
         // O_DIRECT writes are written when they return. Without its thread
         // (none could be started) writes just wait for the flush.
         let write_behind = (opts.write_behind && opts.writable && !opts.direct)
-            .then(|| WriteBehind::start(&file).ok())
+            .then(|| {
+                WriteBehind::start(&file)
+                    .inspect_err(|e| {
+                        tracing::warn!("{}: no write-behind thread: {e}", path.display())
+                    })
+                    .ok()
+            })
             .flatten();
         Ok(FileDevice {
             file,
@@ -689,5 +695,13 @@ impl<T: BlockDevice + ?Sized> BlockDevice for std::sync::Arc<T> {
 
     fn size(&self) -> u64 {
         (**self).size()
+    }
+
+    fn will_need(&self, offset: u64, len: u64) {
+        (**self).will_need(offset, len)
+    }
+
+    fn write_data_at(&self, offset: u64, buf: &[u8]) -> io::Result<()> {
+        (**self).write_data_at(offset, buf)
     }
 }

@@ -289,6 +289,8 @@ pub struct SegmentManager {
     streams: Vec<stream::Stream>,
     /// Counts stream requests, to find the least recently used stream.
     stream_clock: u64,
+    /// `stream_clock` at the last checkpoint: streams used no later are idle.
+    stream_clock_at_checkpoint: u64,
 }
 
 /// Free space by segment and section, current logs excluded; "after the
@@ -411,6 +413,7 @@ impl SegmentManager {
             free: FreeCounts::default(),
             streams: Vec::new(),
             stream_clock: 0,
+            stream_clock_at_checkpoint: 0,
         };
         // The SIT type of a current segment must be its log type (fsck checks it).
         for log in CursegType::ALL {

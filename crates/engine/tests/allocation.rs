@@ -10,6 +10,7 @@
 
 mod support;
 
+use f2fuse_engine::fs::SetAttr;
 use f2fuse_engine::mkfs::{format_path, MkfsOptions, MKFS_FEATURES};
 use f2fuse_engine::{FallocMode, Fs};
 use f2fuse_layout::{BLOCKS_PER_SEG, F2FS_BLKSIZE, F2FS_ROOT_INO as ROOT};
@@ -531,4 +532,69 @@ fn a_long_sequential_writing_outgrows_its_first_window() {
     }
     assert_extents_at_most(&fs, &[ino], 1);
     verify_after_reopening(fs, &img, &[ino], requests);
+}
+
+#[test]
+fn a_file_truncated_and_written_again_gets_a_stream_again() {
+    // A stream remembers where its file's writing ended. After a truncate
+    // (`> file`, `cp` over it) the rewrite starts behind that end: it must
+    // not pass for late chunks of the old writing, which go to the log
+    // (here between another file's small writes) instead of to a stream.
+    if !require_f2fs_tools() {
+        return;
+    }
+    let (_scratch, img) = image("alloc-truncated");
+    let fs = support::open_writable(&img);
+    let data = vec![3u8; (REQUEST_BLOCKS * BLOCK) as usize];
+    let big = fs.create(ROOT, b"big", 0o644, 0, 0).unwrap().ino;
+    let small = fs.create(ROOT, b"small", 0o644, 0, 0).unwrap().ino;
+    for r in 0..8 {
+        fs.write(big, r * REQUEST_BLOCKS * BLOCK, &data).unwrap();
+    }
+    let truncate = SetAttr {
+        size: Some(0),
+        ..Default::default()
+    };
+    fs.setattr(big, &truncate).unwrap();
+    for r in 0..8 {
+        fs.write(big, r * REQUEST_BLOCKS * BLOCK, &data).unwrap();
+        // Below serialized_dio_pages: the log's next blocks.
+        fs.write(small, r * 4 * BLOCK, &data[..(4 * BLOCK) as usize])
+            .unwrap();
+    }
+    let big_runs = runs(&fs, big);
+    assert!(big_runs.len() <= 2, "{big_runs:?}");
+    fs.unmount().unwrap();
+    fsck_f2fs(&img).unwrap();
+}
+
+#[test]
+fn a_stream_idle_for_a_checkpoint_interval_lets_go_of_its_segments() {
+    // A file that stopped writing must not keep its stream's segments
+    // current (out of reach of SSR and the cleaner) checkpoint after
+    // checkpoint: the second checkpoint without a request lets go of them.
+    if !require_f2fs_tools() {
+        return;
+    }
+    let (_scratch, img) = image("alloc-idle");
+    let fs = support::open_writable(&img);
+    let data = vec![5u8; (REQUEST_BLOCKS * BLOCK) as usize];
+    let current = || fs.status().unwrap().segments.current;
+    let logs_only = current();
+    let ino = fs.create(ROOT, b"stopped", 0o644, 0, 0).unwrap().ino;
+    // Five requests: two and a half segments, the last one part written.
+    for r in 0..5 {
+        fs.write(ino, r * REQUEST_BLOCKS * BLOCK, &data).unwrap();
+    }
+    assert!(current() > logs_only, "no stream segment held");
+    fs.checkpoint().unwrap();
+    assert!(
+        current() > logs_only,
+        "a stream used since the last checkpoint is kept"
+    );
+    fs.checkpoint().unwrap();
+    assert_eq!(current(), logs_only);
+    assert_eq!(runs(&fs, ino).len(), 1, "{:?}", runs(&fs, ino));
+    fs.unmount().unwrap();
+    fsck_f2fs(&img).unwrap();
 }

@@ -115,8 +115,9 @@ impl SegmentManager {
     /// request falls in the stream's span; else, for a serialized request
     /// (`may_open`), a new stream opens when the request continues the
     /// file's previous one, writes into preallocated blocks with more of
-    /// them ahead, or is the file's first and writes new data at or near
-    /// its end (a tentative stream: at most MAX_TENTATIVE at once). A
+    /// them ahead, or is the file's first and writes new data no more than
+    /// two requests past its end (a tentative stream: at most
+    /// MAX_TENTATIVE at once). A
     /// smaller request only joins a stream its file has open for the same
     /// log: it neither opens nor displaces one. A stream needs free
     /// segments, one-segment sections, and space enough that the logs do
@@ -171,9 +172,10 @@ impl SegmentManager {
             }
             return true;
         }
-        // The file's first request, writing new data at its end or a
-        // little past it (its earlier chunks on their way): likely the
-        // start of a longer writing, as write-back's first chunk of a file.
+        // The file's first request, writing new data inside the file or a
+        // little past its end (its earlier chunks on their way; write-back
+        // may find the size already final): likely the start of a longer
+        // writing, as write-back's first chunk of a file.
         let tentative = first_request
             && req.ahead == 0
             && req.fills_holes
@@ -427,10 +429,14 @@ impl SegmentManager {
     /// a segment with no valid block is let go of, since the checkpoint
     /// counts it free (or prefree), as fsck does; a stream still tentative
     /// lets go of its segments (its file wrote no more since it opened, so
-    /// the rest of its segment is a hole for SSR and the cleaner). Once the
-    /// logs fill holes (need_SSR) every stream lets go of its segments, so
-    /// that SSR and the cleaner may use them.
+    /// the rest of its segment is a hole for SSR and the cleaner), and so
+    /// does a stream that took no request since the checkpoint before (its
+    /// file stopped writing; held, its segments would stay current, out of
+    /// reach of SSR and the cleaner, until the disk is nearly full). Once
+    /// the logs fill holes (need_SSR) every stream lets go of its segments,
+    /// so that SSR and the cleaner may use them.
     pub(super) fn checkpoint_streams(&mut self) {
+        let idle_until = std::mem::replace(&mut self.stream_clock_at_checkpoint, self.stream_clock);
         if self.need_ssr() {
             for i in 0..self.streams.len() {
                 self.close_stream(i);
@@ -438,8 +444,9 @@ impl SegmentManager {
             return;
         }
         for i in 0..self.streams.len() {
+            let idle = self.streams[i].used <= idle_until;
             let held: Vec<u32> = match &self.streams[i].placement {
-                Some(p) if p.tentative => {
+                Some(p) if p.tentative || idle => {
                     self.close_stream(i);
                     continue;
                 }
@@ -454,6 +461,21 @@ impl SegmentManager {
                     self.queue_ssa(segno, block);
                 }
             }
+        }
+    }
+
+    /// Forgets file `ino`'s writing once its blocks from `from` on are freed
+    /// (a truncate; a delete, whose inode number may come back): a stream
+    /// placed by the old offsets would take the rewrite's requests for
+    /// late chunks of the old writing and send them all to the log.
+    pub fn forget_stream(&mut self, ino: u32, from: u64) {
+        let stale = self
+            .streams
+            .iter()
+            .position(|s| s.ino == ino && s.next_index.is_some_and(|at| at > from));
+        if let Some(i) = stale {
+            self.close_stream(i);
+            self.streams.swap_remove(i);
         }
     }
 
