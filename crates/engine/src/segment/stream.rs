@@ -243,8 +243,7 @@ impl SegmentManager {
             let oldest = (0..self.streams.len())
                 .min_by_key(|&i| (self.streams[i].placement.is_some(), self.streams[i].used))
                 .expect("MAX_STREAMS > 0");
-            self.close_stream(oldest);
-            self.streams.swap_remove(oldest);
+            self.drop_stream(oldest);
         }
         self.streams.push(Stream {
             ino,
@@ -412,6 +411,12 @@ impl SegmentManager {
         });
     }
 
+    /// Closes stream `i` and forgets it (its file's writing too).
+    fn drop_stream(&mut self, i: usize) {
+        self.close_stream(i);
+        self.streams.swap_remove(i);
+    }
+
     /// Lets go of every segment of stream `i` and of its placement.
     fn close_stream(&mut self, i: usize) {
         let held: Vec<u32> = match &self.streams[i].placement {
@@ -474,8 +479,7 @@ impl SegmentManager {
             .iter()
             .position(|s| s.ino == ino && s.next_index.is_some_and(|at| at > from));
         if let Some(i) = stale {
-            self.close_stream(i);
-            self.streams.swap_remove(i);
+            self.drop_stream(i);
         }
     }
 
