@@ -5,9 +5,14 @@
 //! large writes of file data start their write-back at once, so the next
 //! fsync finds them on their way to the disk instead of writing them all
 //! then. Durability is unchanged: only a flush makes data durable.
+//!
+//! With [`FileDeviceOptions::read_ahead`] (the mount's default), large
+//! reads of file data that follow each other are served from chunks read
+//! ahead around the host's page cache (`read_ahead`).
 
 use crate::dentry_cache::{DentryBlock, DentryCache};
 use crate::error::{Error, Result};
+use crate::read_ahead::ReadAhead;
 use crate::stats::ShardedCounters;
 use crate::write_behind::WriteBehind;
 use f2fuse_layout::F2FS_BLKSIZE;
@@ -35,6 +40,12 @@ pub trait BlockDevice: Send + Sync {
     fn write_data_at(&self, offset: u64, buf: &[u8]) -> io::Result<()> {
         self.write_at(offset, buf)
     }
+    /// Reads a large run of file data ([`LARGE_DATA_READ`] bytes or more),
+    /// often the next of a sequential reader. A device may serve it from
+    /// data it read ahead.
+    fn read_data_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
+        self.read_at(offset, buf)
+    }
 }
 
 /// File data writes of at least this many bytes go to
@@ -42,6 +53,11 @@ pub trait BlockDevice: Send + Sync {
 /// page cache: a 4 KiB rewrite started on its own would reach the disk
 /// alone, and again at the next rewrite.
 pub const LARGE_DATA_WRITE: usize = 64 * 1024;
+
+/// File data reads of at least this many bytes go to
+/// [`BlockDevice::read_data_at`]: the FUSE mount's readahead requests, and
+/// large reads of library callers. Smaller ones are left to the page cache.
+pub const LARGE_DATA_READ: usize = 64 * 1024;
 
 /// One 4 KiB block.
 pub type Block = Box<[u8]>;
@@ -210,9 +226,13 @@ impl Device {
                 ),
             ));
         }
-        self.inner
-            .read_at(blkaddr * F2FS_BLKSIZE as u64, buf)
-            .map_err(|e| Error::io(format!("reading blkaddr {blkaddr}"), e))?;
+        let offset = blkaddr * F2FS_BLKSIZE as u64;
+        if kind == IoKind::UserData && buf.len() >= LARGE_DATA_READ {
+            self.inner.read_data_at(offset, buf)
+        } else {
+            self.inner.read_at(offset, buf)
+        }
+        .map_err(|e| Error::io(format!("reading blkaddr {blkaddr}"), e))?;
         self.counters.add(kind as usize, buf.len() as u64);
         Ok(())
     }
@@ -261,6 +281,7 @@ pub struct FileDevice {
     size: u64,
     direct: bool,
     write_behind: Option<WriteBehind>,
+    read_ahead: Option<ReadAhead>,
 }
 
 /// How to open a [`FileDevice`].
@@ -272,6 +293,10 @@ pub struct FileDeviceOptions {
     /// Start the write-back of large file data writes at once
     /// (`sync_file_range`), so an fsync finds them written or on their way.
     pub write_behind: bool,
+    /// Bytes to read ahead of each sequential stream of large file data
+    /// reads, around the page cache (`read_ahead` module); 0 reads nothing
+    /// ahead. Ignored with `direct`, and where the image refuses O_DIRECT.
+    pub read_ahead: u64,
 }
 
 impl FileDevice {
@@ -303,11 +328,20 @@ impl FileDevice {
                     .ok()
             })
             .flatten();
+        // Without O_DIRECT (tmpfs) reads go through the page cache as before.
+        let read_ahead = (opts.read_ahead > 0 && !opts.direct)
+            .then(|| {
+                ReadAhead::start(path, &file, size, opts.read_ahead)
+                    .inspect_err(|e| tracing::info!("{}: no read-ahead: {e}", path.display()))
+                    .ok()
+            })
+            .flatten();
         Ok(FileDevice {
             file,
             size,
             direct: opts.direct,
             write_behind,
+            read_ahead,
         })
     }
 
@@ -341,13 +375,26 @@ impl BlockDevice for FileDevice {
     }
 
     fn write_at(&self, offset: u64, buf: &[u8]) -> io::Result<()> {
-        if self.direct && !(buf.as_ptr() as usize).is_multiple_of(F2FS_BLKSIZE) {
-            return Self::with_aligned(buf.len(), |bounce| {
+        let written = if self.direct && !(buf.as_ptr() as usize).is_multiple_of(F2FS_BLKSIZE) {
+            Self::with_aligned(buf.len(), |bounce| {
                 bounce.copy_from_slice(buf);
                 self.file.write_all_at(bounce, offset)
-            });
+            })
+        } else {
+            self.file.write_all_at(buf, offset)
+        };
+        // After the write, failed or not (see the read_ahead module's coherence).
+        if let Some(read_ahead) = &self.read_ahead {
+            read_ahead.written(offset..offset + buf.len() as u64);
         }
-        self.file.write_all_at(buf, offset)
+        written
+    }
+
+    fn read_data_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
+        match &self.read_ahead {
+            Some(read_ahead) => read_ahead.read(offset, buf, |at, piece| self.read_at(at, piece)),
+            None => self.read_at(offset, buf),
+        }
     }
 
     fn flush(&self) -> io::Result<()> {
@@ -703,5 +750,9 @@ impl<T: BlockDevice + ?Sized> BlockDevice for std::sync::Arc<T> {
 
     fn write_data_at(&self, offset: u64, buf: &[u8]) -> io::Result<()> {
         (**self).write_data_at(offset, buf)
+    }
+
+    fn read_data_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
+        (**self).read_data_at(offset, buf)
     }
 }

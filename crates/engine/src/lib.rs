@@ -29,6 +29,7 @@ pub mod mkfs;
 pub mod node;
 pub mod perm;
 pub mod quota;
+mod read_ahead;
 pub mod recovery;
 pub mod report;
 pub mod segment;

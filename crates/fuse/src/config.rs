@@ -64,6 +64,10 @@ pub struct MountConfig {
     /// (`write_behind`, the default; `no_write_behind` leaves it to the
     /// host's dirty limits and the next fsync).
     pub write_behind: bool,
+    /// KiB of the image read ahead of each sequential stream of large
+    /// reads, around the host's page cache (`image_read_ahead_kb`; 0 reads
+    /// through the page cache as a plain file would).
+    pub image_read_ahead_kb: u32,
 }
 
 /// The backing device's write-back limits a mount may set, with the
@@ -102,6 +106,7 @@ impl Default for MountConfig {
             quota_enforced: 0,
             dirty_limits: Vec::new(),
             write_behind: true,
+            image_read_ahead_kb: DEFAULT_IMAGE_READ_AHEAD_KB,
         }
     }
 }
@@ -109,9 +114,15 @@ impl Default for MountConfig {
 /// Largest readahead window accepted (KiB): 1 GiB.
 const MAX_READ_AHEAD_KB: u32 = 1 << 20;
 
+/// Default image read-ahead (KiB): two FUSE readahead windows, so the
+/// chunk reads stay ahead of the kernel's requests (docs/PERFORMANCE.md,
+/// "Cold reads").
+pub const DEFAULT_IMAGE_READ_AHEAD_KB: u32 = 16 * 1024;
+
 /// The options `-o` accepts, for error messages and `--help`.
 pub const OPTIONS_HELP: &str = "ro, rw, allow_other, default_permissions, threads=N, \
      writeback_cache, no_writeback_cache, write_behind, no_write_behind, ttl=SECS, fsname=NAME, read_ahead_kb=KIB, \
+     image_read_ahead_kb=KIB, \
      subtype=NAME, max_ratio=PCT, max_bytes=BYTES, strict_limit=0|1, relatime, strictatime, the kernel flags dev, nodev, \
      suid, nosuid, exec, noexec, atime, noatime, sync, async, dirsync, and the f2fs tunables as \
      NAME=VALUE (max_victim_search, gc_idle, gc_urgent, gc_urgent_sleep_time, gc_min_sleep_time, \
@@ -121,6 +132,15 @@ pub const OPTIONS_HELP: &str = "ro, rw, allow_other, default_permissions, thread
      zstd[:LEVEL]|lzo-rle, compress_log_size=2..8, compress_extension=EXT, \
      nocompress_extension=EXT (each may be repeated), compress_chksum, \
      compress_mode=fs|user, and the quota options usrquota, grpquota, prjquota, quota";
+
+/// A window size in KiB, 0 to [`MAX_READ_AHEAD_KB`].
+fn kib(name: &str, value: &str) -> Result<u32, String> {
+    value
+        .parse()
+        .ok()
+        .filter(|kb| *kb <= MAX_READ_AHEAD_KB)
+        .ok_or_else(|| format!("option {name}={value}: expected 0 to {MAX_READ_AHEAD_KB}"))
+}
 
 fn seconds(name: &str, value: &str) -> Result<Duration, String> {
     let secs: f64 = value
@@ -193,15 +213,8 @@ impl MountConfig {
                     .ok_or_else(|| format!("option threads={v}: expected 1 to 256"))?;
             }
             ("ttl", Some(v)) => self.ttl = seconds(name, v)?,
-            ("read_ahead_kb", Some(v)) => {
-                self.read_ahead_kb = v
-                    .parse()
-                    .ok()
-                    .filter(|kb| *kb <= MAX_READ_AHEAD_KB)
-                    .ok_or_else(|| {
-                        format!("option read_ahead_kb={v}: expected 0 to {MAX_READ_AHEAD_KB}")
-                    })?;
-            }
+            ("read_ahead_kb", Some(v)) => self.read_ahead_kb = kib(name, v)?,
+            ("image_read_ahead_kb", Some(v)) => self.image_read_ahead_kb = kib(name, v)?,
             (name, Some(v)) if DIRTY_LIMITS.iter().any(|(n, _)| *n == name) => {
                 self.set_dirty_limit(name, v)?
             }

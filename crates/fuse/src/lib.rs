@@ -523,6 +523,7 @@ fn serve_blocked(
             writable: !cfg.read_only,
             direct: false,
             write_behind: cfg.write_behind,
+            read_ahead: u64::from(cfg.image_read_ahead_kb) * 1024,
         },
         &cfg.tunables,
     )

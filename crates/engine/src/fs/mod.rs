@@ -100,6 +100,10 @@ pub struct OpenOptions {
     /// an fsync finds them on their way to the disk (the FUSE mount's
     /// default). See [`FileDeviceOptions::write_behind`](crate::device::FileDeviceOptions).
     pub write_behind: bool,
+    /// Bytes to read ahead of each sequential stream of large file data
+    /// reads, around the host's page cache; 0 (the default) for none. See
+    /// [`FileDeviceOptions::read_ahead`](crate::device::FileDeviceOptions).
+    pub read_ahead: u64,
 }
 
 /// File system totals, as statfs reports them.

@@ -73,6 +73,7 @@ impl Fs {
                 writable: opts.writable,
                 direct: opts.direct,
                 write_behind: opts.write_behind,
+                read_ahead: opts.read_ahead,
             },
         )?;
         if opts.writable {

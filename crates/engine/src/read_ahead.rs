@@ -1,0 +1,481 @@
+//! Read-ahead of an image file for sequential reads of file data, around
+//! the host's page cache.
+//!
+//! Why: a cold sequential read through the mount cost the host twice. The
+//! image's page cache was a second copy of the data the kernel already
+//! caches for the mount, and filling it (allocating fresh pages, copying out
+//! of them) took most of the daemon's CPU time. Its readahead also followed
+//! the daemon's reads, which come in bursts (one per FUSE readahead window),
+//! so the disk idled between them (docs/PERFORMANCE.md, "Cold reads").
+//! Here each sequential stream of large data reads keeps a window of chunk
+//! reads in flight ahead of it: O_DIRECT reads into buffers that are reused,
+//! made by worker threads, so [`WORKERS`] requests are at the disk at once.
+//! A chunk already whole in the page cache (`cachestat`) is copied from
+//! there instead.
+//!
+//! A stream is a run of large data reads at image offsets near each other:
+//! each within the window of the end of the furthest one so far (the FUSE
+//! threads answer one file's readahead requests in any order). Chunks are
+//! read for a stream from its second nearby read on, so lone large reads
+//! (random I/O) read nothing ahead.
+//!
+//! Coherence: every write to the image calls [`ReadAhead::written`] after
+//! it returns. A chunk overlapping it is dropped, or, while still being
+//! read, marked stale and dropped when its read returns. A chunk read that
+//! starts after the write returned sees it: O_DIRECT writes back dirty
+//! cached pages of its range first, and a chunk whole in the page cache is
+//! read through it. So a read served from a chunk never returns bytes older
+//! than a write that returned before the read began.
+//!
+//! Invariants: chunks held (queued, being read or read) never outnumber
+//! the pool's slots, so a worker always finds a free one (asserted); a
+//! chunk index is held at most once, and queued only while held as being
+//! read.
+
+use parking_lot::{Condvar, Mutex};
+use std::collections::{HashMap, VecDeque};
+use std::fs::File;
+use std::io;
+use std::ops::Range;
+use std::os::unix::fs::FileExt;
+use std::os::unix::io::AsRawFd;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+/// Bytes of one chunk read, at image offsets that are multiples of it.
+/// The FUSE mount's requests are at most this large.
+pub const CHUNK: u64 = 1 << 20;
+
+/// Threads reading chunks, so chunk reads in flight at the disk at once.
+/// On the test machine's virtual disk, 1 MiB O_DIRECT reads into huge
+/// pages 8 deep read 3.3-3.4 GiB/s (docs/PERFORMANCE.md, "Cold reads").
+pub const WORKERS: usize = 8;
+
+/// Streams followed at once; a new one replaces the one used longest ago.
+const MAX_STREAMS: usize = 8;
+
+/// Nearby reads a stream must have had before chunks are read for it.
+const HITS_BEFORE_READING: u32 = 2;
+
+/// Huge page size the buffers are aligned to.
+const HUGE_PAGE: usize = 2 << 20;
+
+/// The chunk buffers: one mapping, asked to be backed by huge pages.
+/// Why: a buffer of 4 KiB pages makes each 1 MiB read 256 segments, and
+/// a virtio disk without indirect descriptors then holds about one such
+/// request at a time (1.1-1.2 GiB/s 8 deep on the test machine); a buffer
+/// inside one huge page is one segment (3.3-3.4 GiB/s). Where huge pages
+/// are not to be had, the buffers still work, at the lower speed.
+struct Pool {
+    mapping: *mut libc::c_void,
+    mapped_len: usize,
+    base: *mut u8,
+    slots: usize,
+}
+
+// SAFETY: the pool is plain memory; which thread may touch which slot is
+// decided under `Shared::state` (a worker owns the slot of a chunk it
+// reads, readers only read slots of read chunks under the lock).
+unsafe impl Send for Pool {}
+unsafe impl Sync for Pool {}
+
+impl Pool {
+    fn new(slots: usize) -> io::Result<Pool> {
+        let len = slots * CHUNK as usize;
+        let mapped_len = len + HUGE_PAGE;
+        // SAFETY: a fresh anonymous private mapping; no memory of ours is passed.
+        let mapping = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                mapped_len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        if mapping == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        let base = (mapping as usize).next_multiple_of(HUGE_PAGE) as *mut u8;
+        // SAFETY: the range lies inside the mapping. A refusal (no THP
+        // support) leaves small pages, which are slower, not wrong.
+        unsafe { libc::madvise(base.cast(), len, libc::MADV_HUGEPAGE) };
+        Ok(Pool {
+            mapping,
+            mapped_len,
+            base,
+            slots,
+        })
+    }
+
+    /// Slot `slot` (below `slots`), for its owner (see the Sync impl).
+    #[allow(clippy::mut_from_ref)]
+    fn slot(&self, slot: usize) -> &mut [u8] {
+        assert!(slot < self.slots);
+        // SAFETY: inside the mapping; exclusive by the protocol above.
+        unsafe {
+            std::slice::from_raw_parts_mut(self.base.add(slot * CHUNK as usize), CHUNK as usize)
+        }
+    }
+}
+
+impl Drop for Pool {
+    fn drop(&mut self) {
+        // SAFETY: the mapping made in `new`, no longer used.
+        unsafe { libc::munmap(self.mapping, self.mapped_len) };
+    }
+}
+
+enum Chunk {
+    /// Queued or being read; `stale` once a write overlapped it.
+    Reading { stale: bool },
+    /// Read: `len` bytes valid, `consumed` of them handed out so far (the
+    /// chunk is dropped once all were).
+    Ready { slot: usize, len: u64, consumed: u64 },
+}
+
+struct Stream {
+    /// End of the furthest read of the stream.
+    next: u64,
+    /// Chunks below this index were asked for already.
+    asked_below: u64,
+    hits: u32,
+    last_used: u64,
+}
+
+#[derive(Default)]
+struct State {
+    chunks: HashMap<u64, Chunk>,
+    queue: VecDeque<u64>,
+    /// Pool slots not holding a chunk.
+    free: Vec<usize>,
+    streams: Vec<Stream>,
+    clock: u64,
+    /// O_DIRECT was refused (a sector larger than 4 KiB): nothing more is read ahead.
+    disabled: bool,
+    stop: bool,
+}
+
+struct Shared {
+    state: Mutex<State>,
+    /// Workers wait here for chunks to read.
+    work: Condvar,
+    /// Readers wait here for a chunk being read.
+    done: Condvar,
+    /// Whether `chunks` may be non-empty: writes skip the lock when not.
+    has_chunks: AtomicBool,
+    window: u64,
+    /// Chunks held at most (read, being read or queued): the pool's slots.
+    budget: usize,
+    pool: Pool,
+    size: u64,
+}
+
+/// The read-ahead of one image file; its workers stop when it is dropped.
+pub struct ReadAhead {
+    shared: Arc<Shared>,
+    workers: Vec<JoinHandle<()>>,
+}
+
+impl ReadAhead {
+    /// Starts the workers over `file` (the image, `size` bytes long),
+    /// reading up to `window` bytes ahead of each stream. Fails when the
+    /// image cannot be opened with O_DIRECT (tmpfs, some FUSE file
+    /// systems) or a thread cannot be started.
+    pub fn start(path: &std::path::Path, file: &File, size: u64, window: u64) -> io::Result<ReadAhead> {
+        use std::os::unix::fs::OpenOptionsExt;
+        let direct = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_DIRECT)
+            .open(path)?;
+        let cached = file.try_clone()?;
+        let window = window.max(CHUNK);
+        // The window ahead, plus chunks read but not yet consumed behind it.
+        let budget = 2 * window.div_ceil(CHUNK) as usize;
+        let shared = Arc::new(Shared {
+            state: Mutex::new(State {
+                // Popped from the end: the lowest slots are used first.
+                free: (0..budget).rev().collect(),
+                ..State::default()
+            }),
+            work: Condvar::new(),
+            done: Condvar::new(),
+            has_chunks: AtomicBool::new(false),
+            window,
+            budget,
+            pool: Pool::new(budget)?,
+            size,
+        });
+        let files = Arc::new((direct, cached));
+        let mut ra = ReadAhead {
+            shared,
+            workers: Vec::new(),
+        };
+        for k in 0..WORKERS {
+            let (shared, files) = (ra.shared.clone(), files.clone());
+            ra.workers.push(
+                std::thread::Builder::new()
+                    .name(format!("f2fuse-read-ahead-{k}"))
+                    .spawn(move || work(&shared, &files.0, &files.1))?,
+            );
+        }
+        Ok(ra)
+    }
+
+    /// Reads `buf.len()` bytes at `offset`: from chunks read ahead where
+    /// there are some, the rest with `read_here`. Notes the read in its
+    /// stream, and asks for the chunks ahead of it.
+    pub fn read(
+        &self,
+        offset: u64,
+        buf: &mut [u8],
+        read_here: impl Fn(u64, &mut [u8]) -> io::Result<()>,
+    ) -> io::Result<()> {
+        let shared = &*self.shared;
+        let end = offset + buf.len() as u64;
+        let mut state = shared.state.lock();
+        if shared.follow(&mut state, offset, end) {
+            shared.work.notify_all();
+        }
+        let mut pos = offset;
+        while pos < end {
+            let index = pos / CHUNK;
+            let piece = pos..end.min((index + 1) * CHUNK);
+            let dst = &mut buf[(piece.start - offset) as usize..(piece.end - offset) as usize];
+            loop {
+                match state.chunks.get_mut(&index) {
+                    Some(Chunk::Reading { .. }) => shared.done.wait(&mut state),
+                    Some(Chunk::Ready { slot, len, consumed })
+                        if piece.end - index * CHUNK <= *len =>
+                    {
+                        let from = (piece.start - index * CHUNK) as usize;
+                        dst.copy_from_slice(&shared.pool.slot(*slot)[from..from + dst.len()]);
+                        *consumed += dst.len() as u64;
+                        if *consumed >= *len {
+                            shared.release(&mut state, index);
+                        }
+                        break;
+                    }
+                    _ => {
+                        drop(state);
+                        read_here(piece.start, dst)?;
+                        state = shared.state.lock();
+                        break;
+                    }
+                }
+            }
+            pos = piece.end;
+        }
+        Ok(())
+    }
+
+    /// Forgets what was read ahead of `range`, which was just written.
+    pub fn written(&self, range: Range<u64>) {
+        let shared = &*self.shared;
+        if !shared.has_chunks.load(Ordering::SeqCst) || range.is_empty() {
+            return;
+        }
+        let mut state = shared.state.lock();
+        for index in range.start / CHUNK..range.end.div_ceil(CHUNK) {
+            match state.chunks.get_mut(&index) {
+                Some(Chunk::Reading { stale }) => *stale = true,
+                Some(Chunk::Ready { .. }) => shared.release(&mut state, index),
+                None => {}
+            }
+        }
+    }
+}
+
+impl Shared {
+    /// Notes a read of `offset..end` in its stream (or a new one) and asks
+    /// for the chunks of the window ahead of the stream. Returns whether
+    /// any were asked for.
+    fn follow(&self, state: &mut State, offset: u64, end: u64) -> bool {
+        state.clock += 1;
+        let clock = state.clock;
+        let window = self.window;
+        let near = |s: &&mut Stream| offset + window >= s.next && offset <= s.next + window;
+        let Some(stream) = state.streams.iter_mut().find(near) else {
+            let stream = Stream {
+                next: end,
+                asked_below: 0,
+                hits: 1,
+                last_used: clock,
+            };
+            if state.streams.len() < MAX_STREAMS {
+                state.streams.push(stream);
+            } else if let Some(oldest) = state.streams.iter_mut().min_by_key(|s| s.last_used) {
+                *oldest = stream;
+            }
+            return false;
+        };
+        stream.next = stream.next.max(end);
+        stream.hits += 1;
+        stream.last_used = clock;
+        if stream.hits < HITS_BEFORE_READING || state.disabled {
+            return false;
+        }
+        let first = stream.asked_below.max(stream.next / CHUNK);
+        let last = (stream.next + window).min(self.size) / CHUNK;
+        let mut asked = false;
+        let mut index = first;
+        while index < last {
+            if !state.chunks.contains_key(&index) {
+                if state.chunks.len() >= self.budget && !self.evict_one(state) {
+                    break;
+                }
+                state.chunks.insert(index, Chunk::Reading { stale: false });
+                state.queue.push_back(index);
+                asked = true;
+            }
+            index += 1;
+        }
+        if let Some(stream) = state.streams.iter_mut().find(|s| s.last_used == clock) {
+            stream.asked_below = stream.asked_below.max(index);
+        }
+        debug_assert!(state.chunks.len() <= self.budget);
+        if asked {
+            self.has_chunks.store(true, Ordering::SeqCst);
+        }
+        asked
+    }
+
+    /// Drops the read chunk of the lowest index (streams move up: it is
+    /// the one most likely passed by), to make room. False when every chunk
+    /// is still being read.
+    fn evict_one(&self, state: &mut State) -> bool {
+        let victim = state
+            .chunks
+            .iter()
+            .filter(|(_, c)| matches!(c, Chunk::Ready { .. }))
+            .map(|(&index, _)| index)
+            .min();
+        match victim {
+            Some(index) => {
+                self.release(state, index);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Removes chunk `index` (read), keeping its buffer for the next one.
+    fn release(&self, state: &mut State, index: u64) {
+        if let Some(Chunk::Ready { slot, .. }) = state.chunks.remove(&index) {
+            state.free.push(slot);
+        }
+        if state.chunks.is_empty() {
+            self.has_chunks.store(false, Ordering::SeqCst);
+        }
+    }
+}
+
+fn work(shared: &Shared, direct: &File, cached: &File) {
+    let mut state = shared.state.lock();
+    loop {
+        if state.stop {
+            return;
+        }
+        let Some(index) = state.queue.pop_front() else {
+            shared.work.wait(&mut state);
+            continue;
+        };
+        if matches!(state.chunks.get(&index), Some(Chunk::Reading { stale: true })) {
+            // Written over before its read began: not worth reading.
+            state.chunks.remove(&index);
+            shared.done.notify_all();
+            continue;
+        }
+        // A chunk is queued only with a slot to spare (`follow`).
+        let slot = state.free.pop().expect("a free slot per queued chunk");
+        drop(state);
+        let offset = index * CHUNK;
+        let len = CHUNK.min(shared.size - offset);
+        let read = read_chunk(direct, cached, offset, &mut shared.pool.slot(slot)[..len as usize]);
+        state = shared.state.lock();
+        if matches!(&read, Err(e) if e.raw_os_error() == Some(libc::EINVAL)) {
+            state.disabled = true;
+        }
+        match state.chunks.get(&index) {
+            Some(Chunk::Reading { stale: false }) if read.is_ok() => {
+                state.chunks.insert(
+                    index,
+                    Chunk::Ready {
+                        slot,
+                        len,
+                        consumed: 0,
+                    },
+                );
+            }
+            // Stale, or failed: a reader reads the range itself (and sees the error).
+            _ => {
+                state.chunks.remove(&index);
+                state.free.push(slot);
+                if state.chunks.is_empty() {
+                    shared.has_chunks.store(false, Ordering::SeqCst);
+                }
+            }
+        }
+        shared.done.notify_all();
+    }
+}
+
+/// Reads one chunk: through the page cache when all of it is there,
+/// else around it.
+fn read_chunk(direct: &File, cached: &File, offset: u64, buf: &mut [u8]) -> io::Result<()> {
+    if all_cached(cached, offset, buf.len() as u64) {
+        cached.read_exact_at(buf, offset)
+    } else {
+        direct.read_exact_at(buf, offset)
+    }
+}
+
+/// Whether every page of `len` bytes at `offset` of `file` is in the page
+/// cache (`cachestat`, Linux 6.5; false where it is missing).
+fn all_cached(file: &File, offset: u64, len: u64) -> bool {
+    /// `cachestat` has this number on every architecture (it came after
+    /// the system call tables were unified).
+    const SYS_CACHESTAT: libc::c_long = 451;
+    #[repr(C)]
+    struct CachestatRange {
+        off: u64,
+        len: u64,
+    }
+    #[repr(C)]
+    #[derive(Default)]
+    struct Cachestat {
+        nr_cache: u64,
+        nr_dirty: u64,
+        nr_writeback: u64,
+        nr_evicted: u64,
+        nr_recently_evicted: u64,
+    }
+    let range = CachestatRange { off: offset, len };
+    let mut stat = Cachestat::default();
+    // SAFETY: both structs are laid out as the kernel's and outlive the call.
+    let rc = unsafe {
+        libc::syscall(
+            SYS_CACHESTAT,
+            file.as_raw_fd(),
+            &range as *const CachestatRange,
+            &mut stat as *mut Cachestat,
+            0u32,
+        )
+    };
+    // SAFETY: sysconf reads no memory of ours.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(1) as u64;
+    rc == 0 && stat.nr_cache >= len.div_ceil(page)
+}
+
+impl Drop for ReadAhead {
+    fn drop(&mut self) {
+        self.shared.state.lock().stop = true;
+        self.shared.work.notify_all();
+        for worker in self.workers.drain(..) {
+            // Workers only read into their buffers; they cannot panic.
+            let _ = worker.join();
+        }
+    }
+}
