@@ -133,7 +133,11 @@ enum Chunk {
     Reading { stale: bool },
     /// Read: `len` bytes valid, `consumed` of them handed out so far (the
     /// chunk is dropped once all were).
-    Ready { slot: usize, len: u64, consumed: u64 },
+    Ready {
+        slot: usize,
+        len: u64,
+        consumed: u64,
+    },
 }
 
 struct Stream {
@@ -184,7 +188,12 @@ impl ReadAhead {
     /// reading up to `window` bytes ahead of each stream. Fails when the
     /// image cannot be opened with O_DIRECT (tmpfs, some FUSE file
     /// systems) or a thread cannot be started.
-    pub fn start(path: &std::path::Path, file: &File, size: u64, window: u64) -> io::Result<ReadAhead> {
+    pub fn start(
+        path: &std::path::Path,
+        file: &File,
+        size: u64,
+        window: u64,
+    ) -> io::Result<ReadAhead> {
         use std::os::unix::fs::OpenOptionsExt;
         let direct = std::fs::OpenOptions::new()
             .read(true)
@@ -247,9 +256,11 @@ impl ReadAhead {
             loop {
                 match state.chunks.get_mut(&index) {
                     Some(Chunk::Reading { .. }) => shared.done.wait(&mut state),
-                    Some(Chunk::Ready { slot, len, consumed })
-                        if piece.end - index * CHUNK <= *len =>
-                    {
+                    Some(Chunk::Ready {
+                        slot,
+                        len,
+                        consumed,
+                    }) if piece.end - index * CHUNK <= *len => {
                         let from = (piece.start - index * CHUNK) as usize;
                         dst.copy_from_slice(&shared.pool.slot(*slot)[from..from + dst.len()]);
                         *consumed += dst.len() as u64;
@@ -280,7 +291,7 @@ impl ReadAhead {
         let mut state = shared.state.lock();
         for index in range.start / CHUNK..range.end.div_ceil(CHUNK) {
             match state.chunks.get_mut(&index) {
-                Some(Chunk::Reading { stale }) => *stale = true,
+                Some(Chunk::Reading { stale }) => *stale = false,
                 Some(Chunk::Ready { .. }) => shared.release(&mut state, index),
                 None => {}
             }
@@ -382,7 +393,10 @@ fn work(shared: &Shared, direct: &File, cached: &File) {
             shared.work.wait(&mut state);
             continue;
         };
-        if matches!(state.chunks.get(&index), Some(Chunk::Reading { stale: true })) {
+        if matches!(
+            state.chunks.get(&index),
+            Some(Chunk::Reading { stale: true })
+        ) {
             // Written over before its read began: not worth reading.
             state.chunks.remove(&index);
             shared.done.notify_all();
@@ -393,7 +407,12 @@ fn work(shared: &Shared, direct: &File, cached: &File) {
         drop(state);
         let offset = index * CHUNK;
         let len = CHUNK.min(shared.size - offset);
-        let read = read_chunk(direct, cached, offset, &mut shared.pool.slot(slot)[..len as usize]);
+        let read = read_chunk(
+            direct,
+            cached,
+            offset,
+            &mut shared.pool.slot(slot)[..len as usize],
+        );
         state = shared.state.lock();
         if matches!(&read, Err(e) if e.raw_os_error() == Some(libc::EINVAL)) {
             state.disabled = true;
@@ -477,5 +496,204 @@ impl Drop for ReadAhead {
             // Workers only read into their buffers; they cannot panic.
             let _ = worker.join();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicU64, AtomicUsize};
+
+    /// A file in the temporary directory, removed when dropped.
+    struct TempFile(std::path::PathBuf);
+
+    impl TempFile {
+        fn new(name: &str, bytes: &[u8]) -> TempFile {
+            let path = std::env::temp_dir()
+                .join(format!("f2fuse-read-ahead-{}-{name}", std::process::id()));
+            std::fs::write(&path, bytes).unwrap();
+            TempFile(path)
+        }
+
+        fn open(&self) -> File {
+            std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .open(&self.0)
+                .unwrap()
+        }
+    }
+
+    impl Drop for TempFile {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_file(&self.0);
+        }
+    }
+
+    fn pattern(len: usize) -> Vec<u8> {
+        (0..len).map(|i| (i * 7 + i / 4093) as u8).collect()
+    }
+
+    /// Reads `len` bytes at `offset` through `ra`; returns them and how
+    /// many were read outside it.
+    fn read(ra: &ReadAhead, file: &File, offset: u64, len: usize) -> (Vec<u8>, usize) {
+        let here = AtomicUsize::new(0);
+        let mut buf = vec![0; len];
+        ra.read(offset, &mut buf, |at, piece| {
+            here.fetch_add(piece.len(), Ordering::Relaxed);
+            file.read_exact_at(piece, at)
+        })
+        .unwrap();
+        (buf, here.into_inner())
+    }
+
+    #[test]
+    fn a_sequential_reader_is_served_from_chunks_read_ahead() {
+        let data = pattern(48 << 20);
+        let tmp = TempFile::new("sequential", &data);
+        let file = tmp.open();
+        let ra = ReadAhead::start(&tmp.0, &file, data.len() as u64, 8 << 20).unwrap();
+        // Not chunk-aligned, as a file's blocks in an image are not.
+        let mut offset = 3 * 4096u64;
+        let mut outside = 0;
+        while offset + CHUNK <= data.len() as u64 {
+            let (bytes, here) = read(&ra, &file, offset, CHUNK as usize);
+            assert!(
+                bytes == data[offset as usize..(offset + CHUNK) as usize],
+                "at {offset}"
+            );
+            outside += here;
+            offset += CHUNK;
+        }
+        // The stream's first reads, and the chunk they end in, go around it.
+        assert!(
+            outside <= 3 * CHUNK as usize,
+            "{outside} bytes read outside"
+        );
+    }
+
+    #[test]
+    fn lone_large_reads_read_nothing_ahead() {
+        let data = pattern(64 << 20);
+        let tmp = TempFile::new("lone", &data);
+        let file = tmp.open();
+        let ra = ReadAhead::start(&tmp.0, &file, data.len() as u64, 4 << 20).unwrap();
+        for offset in [40u64 << 20, 0, 20 << 20, 56 << 20, 10 << 20] {
+            let (bytes, here) = read(&ra, &file, offset, 1 << 20);
+            assert_eq!((bytes.len(), here), (1 << 20, 1 << 20));
+            assert!(bytes == data[offset as usize..offset as usize + (1 << 20)]);
+        }
+        assert!(ra.shared.state.lock().chunks.is_empty());
+    }
+
+    #[test]
+    fn a_write_drops_what_was_read_ahead_of_it() {
+        let data = pattern(32 << 20);
+        let tmp = TempFile::new("written", &data);
+        let file = tmp.open();
+        let ra = ReadAhead::start(&tmp.0, &file, data.len() as u64, 8 << 20).unwrap();
+        read(&ra, &file, 0, CHUNK as usize);
+        read(&ra, &file, CHUNK, CHUNK as usize);
+        // Wait until chunk 4 is read ahead, then write over part of it.
+        let mut state = ra.shared.state.lock();
+        while !matches!(state.chunks.get(&4), Some(Chunk::Ready { .. })) {
+            ra.shared.done.wait(&mut state);
+        }
+        drop(state);
+        let new = vec![0xa5u8; 8192];
+        let at = 4 * CHUNK + 12288;
+        file.write_all_at(&new, at).unwrap();
+        ra.written(at..at + new.len() as u64);
+        for index in 2..6 {
+            let (bytes, _) = read(&ra, &file, index * CHUNK, CHUNK as usize);
+            let mut expected =
+                data[(index * CHUNK) as usize..((index + 1) * CHUNK) as usize].to_vec();
+            if index == 4 {
+                expected[12288..12288 + 8192].copy_from_slice(&new);
+            }
+            assert!(bytes == expected, "chunk {index}");
+        }
+    }
+
+    /// Writers stamp 4 KiB blocks with rising versions (each block has one
+    /// writer), sequential readers check every block they read holds at
+    /// least the version its writer had finished when the read began.
+    #[test]
+    fn reads_never_return_bytes_older_than_a_finished_write() {
+        const BLOCKS: usize = 4096; // 16 MiB
+        const WRITERS: usize = 2;
+        let stamp = |version: u64| -> Vec<u8> { version.to_le_bytes().repeat(512) };
+        let mut initial = Vec::new();
+        for _ in 0..BLOCKS {
+            initial.extend(stamp(0));
+        }
+        let tmp = TempFile::new("stamps", &initial);
+        let file = tmp.open();
+        let ra = ReadAhead::start(&tmp.0, &file, initial.len() as u64, 4 << 20).unwrap();
+        let finished: Vec<AtomicU64> = (0..BLOCKS).map(|_| AtomicU64::new(0)).collect();
+        let stop = AtomicBool::new(false);
+        std::thread::scope(|scope| {
+            for w in 0..WRITERS {
+                let (file, ra, finished, stop) = (&file, &ra, &finished, &stop);
+                scope.spawn(move || {
+                    let mut version = 0u64;
+                    let mut seed = 0x9e37_79b9_7f4a_7c15u64 ^ w as u64;
+                    while !stop.load(Ordering::Relaxed) {
+                        seed = seed
+                            .wrapping_mul(6364136223846793005)
+                            .wrapping_add(1442695040888963407);
+                        let block = ((seed >> 33) as usize % (BLOCKS / WRITERS)) * WRITERS + w;
+                        version += 1;
+                        let at = (block * 4096) as u64;
+                        file.write_all_at(&stamp(version), at).unwrap();
+                        ra.written(at..at + 4096);
+                        finished[block].store(version, Ordering::SeqCst);
+                    }
+                });
+            }
+            let readers: Vec<_> = (0..2u64)
+                .map(|r| {
+                    let (file, ra, finished) = (&file, &ra, &finished);
+                    scope.spawn(move || {
+                        let mut buf = vec![0u8; 1 << 20];
+                        for pass in 0..6u64 {
+                            let start = (r * 5 + pass) * 4096;
+                            let mut offset = start;
+                            while offset + buf.len() as u64 <= (BLOCKS * 4096) as u64 {
+                                let first = (offset / 4096) as usize;
+                                let before: Vec<u64> = finished[first..first + 256]
+                                    .iter()
+                                    .map(|v| v.load(Ordering::SeqCst))
+                                    .collect();
+                                ra.read(offset, &mut buf, |at, piece| {
+                                    file.read_exact_at(piece, at)
+                                })
+                                .unwrap();
+                                for (k, block) in buf.chunks(4096).enumerate() {
+                                    for word in block.chunks(8) {
+                                        let seen = u64::from_le_bytes(word.try_into().unwrap());
+                                        assert!(
+                                            seen >= before[k],
+                                            "block {}: version {seen} read after {} was written",
+                                            first + k,
+                                            before[k]
+                                        );
+                                    }
+                                }
+                                offset += buf.len() as u64;
+                            }
+                        }
+                    })
+                })
+                .collect();
+            let outcomes: Vec<_> = readers.into_iter().map(|r| r.join()).collect();
+            // Before any failure is raised: the writers run until told to stop.
+            stop.store(true, Ordering::Relaxed);
+            for outcome in outcomes {
+                if let Err(panic) = outcome {
+                    std::panic::resume_unwind(panic);
+                }
+            }
+        });
     }
 }

@@ -1103,12 +1103,13 @@ fn show(name: &[u8]) -> String {
 /// Opens the image writable. The model tracks reservations block by
 /// block, so writes must not turn the reserved blocks around them into
 /// data: `extent_zeroout_len` 0 (zero-out chunks are tested in ipu.rs
-/// and powercut.rs). With the mount's `write_behind`.
+/// and powercut.rs). With the mount's `write_behind` and read-ahead.
 fn open_rw(img: &std::path::Path) -> Outcome<Fs> {
     let settings = [("extent_zeroout_len".to_string(), 0)];
     let options = OpenOptions {
         writable: true,
         write_behind: true,
+        read_ahead: 16 << 20,
         ..Default::default()
     };
     Fs::open_path_with(img, options, &settings).map_err(|e| format!("open writable: {e}"))
