@@ -291,7 +291,7 @@ impl ReadAhead {
         let mut state = shared.state.lock();
         for index in range.start / CHUNK..range.end.div_ceil(CHUNK) {
             match state.chunks.get_mut(&index) {
-                Some(Chunk::Reading { stale }) => *stale = false,
+                Some(Chunk::Reading { stale }) => *stale = true,
                 Some(Chunk::Ready { .. }) => shared.release(&mut state, index),
                 None => {}
             }
@@ -656,7 +656,7 @@ mod tests {
                     let (file, ra, finished) = (&file, &ra, &finished);
                     scope.spawn(move || {
                         let mut buf = vec![0u8; 1 << 20];
-                        for pass in 0..6u64 {
+                        for pass in 0..24u64 {
                             let start = (r * 5 + pass) * 4096;
                             let mut offset = start;
                             while offset + buf.len() as u64 <= (BLOCKS * 4096) as u64 {
