@@ -325,13 +325,15 @@ pub fn read_stored(
         let copy_from = offset.max(run_start);
         let copy_to = (offset + len as u64).min(run_end);
         let dst = &mut buf[(copy_from - offset) as usize..(copy_to - offset) as usize];
+        // What may follow this run in a sequential read: the rest of the file.
+        let file_rest = inode.size.saturating_sub(run_end);
         if is_unwritten(addr) {
             dst.fill(0);
         } else if copy_from == run_start && copy_to == run_end {
-            dev.read_blocks(data_kind(inode), addr as u64, dst)?;
+            dev.read_file_data(data_kind(inode), addr as u64, dst, file_rest)?;
         } else {
             scratch.resize((run * bs) as usize, 0);
-            dev.read_blocks(data_kind(inode), addr as u64, &mut scratch)?;
+            dev.read_file_data(data_kind(inode), addr as u64, &mut scratch, file_rest)?;
             let src_start = (copy_from - run_start) as usize;
             dst.copy_from_slice(&scratch[src_start..src_start + dst.len()]);
         }

@@ -41,9 +41,10 @@ pub trait BlockDevice: Send + Sync {
         self.write_at(offset, buf)
     }
     /// Reads a large run of file data ([`LARGE_DATA_READ`] bytes or more),
-    /// often the next of a sequential reader. A device may serve it from
-    /// data it read ahead.
-    fn read_data_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
+    /// often the next of a sequential reader, which may go on for at most
+    /// `file_rest` more bytes. A device may serve it from data it read
+    /// ahead.
+    fn read_data_at(&self, offset: u64, buf: &mut [u8], _file_rest: u64) -> io::Result<()> {
         self.read_at(offset, buf)
     }
 }
@@ -54,9 +55,10 @@ pub trait BlockDevice: Send + Sync {
 /// alone, and again at the next rewrite.
 pub const LARGE_DATA_WRITE: usize = 64 * 1024;
 
-/// File data reads of at least this many bytes go to
-/// [`BlockDevice::read_data_at`]: the FUSE mount's readahead requests, and
-/// large reads of library callers. Smaller ones are left to the page cache.
+/// File data reads ([`Device::read_file_data`]) of at least this many
+/// bytes go to [`BlockDevice::read_data_at`]: the FUSE mount's readahead
+/// requests, and large reads of library callers. Smaller ones are left to
+/// the page cache.
 pub const LARGE_DATA_READ: usize = 64 * 1024;
 
 /// One 4 KiB block.
@@ -199,6 +201,27 @@ impl Device {
         self.read_from_device(kind, blkaddr, buf)
     }
 
+    /// Reads a run of a file's blocks for a reader, after which the file
+    /// has `file_rest` more bytes: large runs of file contents may be
+    /// served from data read ahead ([`BlockDevice::read_data_at`]).
+    pub fn read_file_data(
+        &self,
+        kind: IoKind,
+        blkaddr: u64,
+        buf: &mut [u8],
+        file_rest: u64,
+    ) -> Result<()> {
+        if kind != IoKind::UserData || buf.len() < LARGE_DATA_READ {
+            return self.read_blocks(kind, blkaddr, buf);
+        }
+        self.check_within(blkaddr, buf.len())?;
+        self.inner
+            .read_data_at(blkaddr * F2FS_BLKSIZE as u64, buf, file_rest)
+            .map_err(|e| Error::io(format!("reading blkaddr {blkaddr}"), e))?;
+        self.counters.add(kind as usize, buf.len() as u64);
+        Ok(())
+    }
+
     /// The dentry block at `blkaddr`, from the cache when it is there
     /// (shared, not copied).
     pub fn dentry_block(&self, blkaddr: u64) -> Result<DentryBlock> {
@@ -214,10 +237,10 @@ impl Device {
         }
     }
 
-    fn read_from_device(&self, kind: IoKind, blkaddr: u64, buf: &mut [u8]) -> Result<()> {
-        debug_assert!(buf.len().is_multiple_of(F2FS_BLKSIZE));
-        let end = blkaddr + (buf.len() / F2FS_BLKSIZE) as u64;
-        if end > self.block_count() {
+    /// A read of `len` bytes at `blkaddr` ends within the device.
+    fn check_within(&self, blkaddr: u64, len: usize) -> Result<()> {
+        debug_assert!(len.is_multiple_of(F2FS_BLKSIZE));
+        if blkaddr + (len / F2FS_BLKSIZE) as u64 > self.block_count() {
             return Err(Error::io(
                 format!("reading blkaddr {blkaddr}"),
                 io::Error::new(
@@ -226,13 +249,14 @@ impl Device {
                 ),
             ));
         }
-        let offset = blkaddr * F2FS_BLKSIZE as u64;
-        if kind == IoKind::UserData && buf.len() >= LARGE_DATA_READ {
-            self.inner.read_data_at(offset, buf)
-        } else {
-            self.inner.read_at(offset, buf)
-        }
-        .map_err(|e| Error::io(format!("reading blkaddr {blkaddr}"), e))?;
+        Ok(())
+    }
+
+    fn read_from_device(&self, kind: IoKind, blkaddr: u64, buf: &mut [u8]) -> Result<()> {
+        self.check_within(blkaddr, buf.len())?;
+        self.inner
+            .read_at(blkaddr * F2FS_BLKSIZE as u64, buf)
+            .map_err(|e| Error::io(format!("reading blkaddr {blkaddr}"), e))?;
         self.counters.add(kind as usize, buf.len() as u64);
         Ok(())
     }
@@ -390,9 +414,11 @@ impl BlockDevice for FileDevice {
         written
     }
 
-    fn read_data_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
+    fn read_data_at(&self, offset: u64, buf: &mut [u8], file_rest: u64) -> io::Result<()> {
         match &self.read_ahead {
-            Some(read_ahead) => read_ahead.read(offset, buf, |at, piece| self.read_at(at, piece)),
+            Some(read_ahead) => {
+                read_ahead.read(offset, buf, file_rest, |at, piece| self.read_at(at, piece))
+            }
             None => self.read_at(offset, buf),
         }
     }
@@ -752,7 +778,7 @@ impl<T: BlockDevice + ?Sized> BlockDevice for std::sync::Arc<T> {
         (**self).write_data_at(offset, buf)
     }
 
-    fn read_data_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
-        (**self).read_data_at(offset, buf)
+    fn read_data_at(&self, offset: u64, buf: &mut [u8], file_rest: u64) -> io::Result<()> {
+        (**self).read_data_at(offset, buf, file_rest)
     }
 }

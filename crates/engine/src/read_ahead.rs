@@ -17,7 +17,10 @@
 //! each within the window of the end of the furthest one so far (the FUSE
 //! threads answer one file's readahead requests in any order). Chunks are
 //! read for a stream from its second nearby read on, so lone large reads
-//! (random I/O) read nothing ahead.
+//! (random I/O) read nothing ahead. As the kernel's readahead, a stream
+//! reads ahead twice as far as it has read so far, up to the window, and
+//! never past the end of its file (each read says how much of the file
+//! follows it): reading small files leaves no chunks of other data behind.
 //!
 //! Coherence: every write to the image calls [`ReadAhead::written`] after
 //! it returns. A chunk overlapping it is dropped, or, while still being
@@ -130,19 +133,25 @@ impl Drop for Pool {
 
 enum Chunk {
     /// Queued or being read; `stale` once a write overlapped it.
-    Reading { stale: bool },
+    Reading { stale: bool, asked: u64 },
     /// Read: `len` bytes valid, `consumed` of them handed out so far (the
     /// chunk is dropped once all were).
+    /// `asked` orders chunks by age (the clock when it was asked for).
     Ready {
         slot: usize,
         len: u64,
         consumed: u64,
+        asked: u64,
     },
 }
 
 struct Stream {
+    /// Start of its first read.
+    start: u64,
     /// End of the furthest read of the stream.
     next: u64,
+    /// Past this nothing is read ahead: the end of the file of its reads.
+    limit: u64,
     /// Chunks below this index were asked for already.
     asked_below: u64,
     hits: u32,
@@ -233,19 +242,21 @@ impl ReadAhead {
         Ok(ra)
     }
 
-    /// Reads `buf.len()` bytes at `offset`: from chunks read ahead where
-    /// there are some, the rest with `read_here`. Notes the read in its
-    /// stream, and asks for the chunks ahead of it.
+    /// Reads `buf.len()` bytes at `offset`, after which the reader's file
+    /// has `file_rest` more bytes: from chunks read ahead where there are
+    /// some, the rest with `read_here`. Notes the read in its stream, and
+    /// asks for the chunks ahead of it.
     pub fn read(
         &self,
         offset: u64,
         buf: &mut [u8],
+        file_rest: u64,
         read_here: impl Fn(u64, &mut [u8]) -> io::Result<()>,
     ) -> io::Result<()> {
         let shared = &*self.shared;
         let end = offset + buf.len() as u64;
         let mut state = shared.state.lock();
-        if shared.follow(&mut state, offset, end) {
+        if shared.follow(&mut state, offset, end, end.saturating_add(file_rest)) {
             shared.work.notify_all();
         }
         let mut pos = offset;
@@ -260,6 +271,7 @@ impl ReadAhead {
                         slot,
                         len,
                         consumed,
+                        ..
                     }) if piece.end - index * CHUNK <= *len => {
                         let from = (piece.start - index * CHUNK) as usize;
                         dst.copy_from_slice(&shared.pool.slot(*slot)[from..from + dst.len()]);
@@ -291,7 +303,7 @@ impl ReadAhead {
         let mut state = shared.state.lock();
         for index in range.start / CHUNK..range.end.div_ceil(CHUNK) {
             match state.chunks.get_mut(&index) {
-                Some(Chunk::Reading { stale }) => *stale = true,
+                Some(Chunk::Reading { stale, .. }) => *stale = true,
                 Some(Chunk::Ready { .. }) => shared.release(&mut state, index),
                 None => {}
             }
@@ -300,17 +312,19 @@ impl ReadAhead {
 }
 
 impl Shared {
-    /// Notes a read of `offset..end` in its stream (or a new one) and asks
-    /// for the chunks of the window ahead of the stream. Returns whether
-    /// any were asked for.
-    fn follow(&self, state: &mut State, offset: u64, end: u64) -> bool {
+    /// Notes a read of `offset..end` in its stream (or a new one), whose
+    /// file ends at image offset `limit` at the latest, and asks for the
+    /// chunks ahead of the stream. Returns whether any were asked for.
+    fn follow(&self, state: &mut State, offset: u64, end: u64, limit: u64) -> bool {
         state.clock += 1;
         let clock = state.clock;
         let window = self.window;
         let near = |s: &&mut Stream| offset + window >= s.next && offset <= s.next + window;
         let Some(stream) = state.streams.iter_mut().find(near) else {
             let stream = Stream {
+                start: offset,
                 next: end,
+                limit,
                 asked_below: 0,
                 hits: 1,
                 last_used: clock,
@@ -322,14 +336,19 @@ impl Shared {
             }
             return false;
         };
+        stream.start = stream.start.min(offset);
         stream.next = stream.next.max(end);
+        stream.limit = stream.limit.max(limit);
         stream.hits += 1;
         stream.last_used = clock;
         if stream.hits < HITS_BEFORE_READING || state.disabled {
             return false;
         }
+        let ahead = window.min(2 * (stream.next - stream.start));
         let first = stream.asked_below.max(stream.next / CHUNK);
-        let last = (stream.next + window).min(self.size) / CHUNK;
+        // Whole chunks only: a chunk is read to its end.
+        let limit = stream.limit.div_ceil(CHUNK).saturating_mul(CHUNK);
+        let last = (stream.next + ahead).min(limit).min(self.size) / CHUNK;
         let mut asked = false;
         let mut index = first;
         while index < last {
@@ -337,7 +356,13 @@ impl Shared {
                 if state.chunks.len() >= self.budget && !self.evict_one(state) {
                     break;
                 }
-                state.chunks.insert(index, Chunk::Reading { stale: false });
+                state.chunks.insert(
+                    index,
+                    Chunk::Reading {
+                        stale: false,
+                        asked: clock,
+                    },
+                );
                 state.queue.push_back(index);
                 asked = true;
             }
@@ -353,16 +378,19 @@ impl Shared {
         asked
     }
 
-    /// Drops the read chunk of the lowest index (streams move up: it is
-    /// the one most likely passed by), to make room. False when every chunk
-    /// is still being read.
+    /// Drops the read chunk asked for longest ago (one a stream passed by,
+    /// or of a stream that ended), to make room. False when every chunk is
+    /// still being read.
     fn evict_one(&self, state: &mut State) -> bool {
         let victim = state
             .chunks
             .iter()
-            .filter(|(_, c)| matches!(c, Chunk::Ready { .. }))
-            .map(|(&index, _)| index)
-            .min();
+            .filter_map(|(&index, chunk)| match chunk {
+                Chunk::Ready { asked, .. } => Some((*asked, index)),
+                Chunk::Reading { .. } => None,
+            })
+            .min()
+            .map(|(_, index)| index);
         match victim {
             Some(index) => {
                 self.release(state, index);
@@ -395,7 +423,7 @@ fn work(shared: &Shared, direct: &File, cached: &File) {
         };
         if matches!(
             state.chunks.get(&index),
-            Some(Chunk::Reading { stale: true })
+            Some(Chunk::Reading { stale: true, .. })
         ) {
             // Written over before its read began: not worth reading.
             state.chunks.remove(&index);
@@ -418,13 +446,17 @@ fn work(shared: &Shared, direct: &File, cached: &File) {
             state.disabled = true;
         }
         match state.chunks.get(&index) {
-            Some(Chunk::Reading { stale: false }) if read.is_ok() => {
+            Some(&Chunk::Reading {
+                stale: false,
+                asked,
+            }) if read.is_ok() => {
                 state.chunks.insert(
                     index,
                     Chunk::Ready {
                         slot,
                         len,
                         consumed: 0,
+                        asked,
                     },
                 );
             }
@@ -539,7 +571,7 @@ mod tests {
     fn read(ra: &ReadAhead, file: &File, offset: u64, len: usize) -> (Vec<u8>, usize) {
         let here = AtomicUsize::new(0);
         let mut buf = vec![0; len];
-        ra.read(offset, &mut buf, |at, piece| {
+        ra.read(offset, &mut buf, u64::MAX, |at, piece| {
             here.fetch_add(piece.len(), Ordering::Relaxed);
             file.read_exact_at(piece, at)
         })
@@ -587,6 +619,31 @@ mod tests {
     }
 
     #[test]
+    fn nothing_is_read_ahead_past_the_end_of_the_file() {
+        let data = pattern(32 << 20);
+        let tmp = TempFile::new("file-end", &data);
+        let file = tmp.open();
+        let ra = ReadAhead::start(&tmp.0, &file, data.len() as u64, 16 << 20).unwrap();
+        // A 4 MiB file at image offset 0, read in 1 MiB pieces.
+        let file_end = 4u64 << 20;
+        for offset in (0..file_end).step_by(CHUNK as usize) {
+            let mut buf = vec![0u8; CHUNK as usize];
+            ra.read(offset, &mut buf, file_end - offset - CHUNK, |at, piece| {
+                file.read_exact_at(piece, at)
+            })
+            .unwrap();
+            assert!(buf[..] == data[offset as usize..(offset + CHUNK) as usize]);
+        }
+        let state = ra.shared.state.lock();
+        assert_eq!(state.streams.len(), 1);
+        assert!(
+            state.streams[0].asked_below <= file_end / CHUNK,
+            "asked past the file"
+        );
+        assert!(state.chunks.keys().all(|&index| index < file_end / CHUNK));
+    }
+
+    #[test]
     fn a_write_drops_what_was_read_ahead_of_it() {
         let data = pattern(32 << 20);
         let tmp = TempFile::new("written", &data);
@@ -595,9 +652,16 @@ mod tests {
         read(&ra, &file, 0, CHUNK as usize);
         read(&ra, &file, CHUNK, CHUNK as usize);
         // Wait until chunk 4 is read ahead, then write over part of it.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
         let mut state = ra.shared.state.lock();
         while !matches!(state.chunks.get(&4), Some(Chunk::Ready { .. })) {
-            ra.shared.done.wait(&mut state);
+            assert!(
+                std::time::Instant::now() < deadline,
+                "chunk 4 was not read ahead"
+            );
+            ra.shared
+                .done
+                .wait_for(&mut state, std::time::Duration::from_millis(100));
         }
         drop(state);
         let new = vec![0xa5u8; 8192];
@@ -665,7 +729,7 @@ mod tests {
                                     .iter()
                                     .map(|v| v.load(Ordering::SeqCst))
                                     .collect();
-                                ra.read(offset, &mut buf, |at, piece| {
+                                ra.read(offset, &mut buf, u64::MAX, |at, piece| {
                                     file.read_exact_at(piece, at)
                                 })
                                 .unwrap();
