@@ -484,8 +484,27 @@ fn read_chunk(direct: &File, cached: &File, offset: u64, buf: &mut [u8]) -> io::
 }
 
 /// Whether every page of `len` bytes at `offset` of `file` is in the page
-/// cache (`cachestat`, Linux 6.5; false where it is missing).
+/// cache (false where `cachestat` is missing).
 fn all_cached(file: &File, offset: u64, len: u64) -> bool {
+    // SAFETY: sysconf reads no memory of ours.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(1) as u64;
+    cachestat(file, offset, len).is_some_and(|stat| stat.nr_cache >= len.div_ceil(page))
+}
+
+/// The kernel's `struct cachestat`: pages of a range in the page cache.
+#[repr(C)]
+#[derive(Debug, Default)]
+pub(crate) struct Cachestat {
+    pub nr_cache: u64,
+    pub nr_dirty: u64,
+    pub nr_writeback: u64,
+    pub nr_evicted: u64,
+    pub nr_recently_evicted: u64,
+}
+
+/// `cachestat(2)` (Linux 6.5) of `len` bytes at `offset` of `file`; None
+/// where the kernel lacks it.
+pub(crate) fn cachestat(file: &File, offset: u64, len: u64) -> Option<Cachestat> {
     /// `cachestat` has this number on every architecture (it came after
     /// the system call tables were unified).
     const SYS_CACHESTAT: libc::c_long = 451;
@@ -493,15 +512,6 @@ fn all_cached(file: &File, offset: u64, len: u64) -> bool {
     struct CachestatRange {
         off: u64,
         len: u64,
-    }
-    #[repr(C)]
-    #[derive(Default)]
-    struct Cachestat {
-        nr_cache: u64,
-        nr_dirty: u64,
-        nr_writeback: u64,
-        nr_evicted: u64,
-        nr_recently_evicted: u64,
     }
     let range = CachestatRange { off: offset, len };
     let mut stat = Cachestat::default();
@@ -515,9 +525,7 @@ fn all_cached(file: &File, offset: u64, len: u64) -> bool {
             0u32,
         )
     };
-    // SAFETY: sysconf reads no memory of ours.
-    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(1) as u64;
-    rc == 0 && stat.nr_cache >= len.div_ceil(page)
+    (rc == 0).then_some(stat)
 }
 
 impl Drop for ReadAhead {
