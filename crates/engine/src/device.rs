@@ -352,11 +352,11 @@ impl FileDevice {
                     .ok()
             })
             .flatten();
-        // Without O_DIRECT (tmpfs) reads go through the page cache as before.
+        // Where the image refuses O_DIRECT, reads go through the page cache as before.
         let read_ahead = (opts.read_ahead > 0 && !opts.direct)
             .then(|| {
                 ReadAhead::start(path, &file, size, opts.read_ahead)
-                    .inspect_err(|e| tracing::info!("{}: no read-ahead: {e}", path.display()))
+                    .inspect_err(|e| tracing::warn!("{}: no read-ahead: {e}", path.display()))
                     .ok()
             })
             .flatten();

@@ -16,18 +16,21 @@
 //! A stream is a run of large data reads at image offsets near each other:
 //! each within the window of the end of the furthest one so far (the FUSE
 //! threads answer one file's readahead requests in any order). Chunks are
-//! read for a stream from its second nearby read on, so lone large reads
-//! (random I/O) read nothing ahead. As the kernel's readahead, a stream
-//! reads ahead twice as far as it has read so far, up to the window, and
-//! never past the end of its file (each read says how much of the file
-//! follows it): reading small files leaves no chunks of other data behind.
+//! read for a stream only once it has read at least half of the span its
+//! reads cover, from its second read on: lone large reads, and random ones
+//! that happen to land near a stream, read nothing ahead. As the kernel's
+//! readahead, a stream reads ahead twice the bytes it has read, up to the
+//! window, and never past the end of its file (each read says how much of
+//! the file follows it), so reading small files reads no other data. A file
+//! in several extents may still read up to the window of other data past
+//! the end of each extent.
 //!
 //! Coherence: every write to the image calls [`ReadAhead::written`] after
 //! it returns. A chunk overlapping it is dropped, or, while still being
 //! read, marked stale and dropped when its read returns. A chunk read that
-//! starts after the write returned sees it: O_DIRECT writes back dirty
-//! cached pages of its range first, and a chunk whole in the page cache is
-//! read through it. So a read served from a chunk never returns bytes older
+//! starts after the write returned sees it: a chunk with dirty pages, or
+//! mostly in the page cache, is read through the page cache, and an
+//! O_DIRECT read writes back dirty cached pages of its range first. So a read served from a chunk never returns bytes older
 //! than a write that returned before the read began.
 //!
 //! Invariants: chunks held (queued, being read or read) never outnumber
@@ -50,10 +53,13 @@ use std::thread::JoinHandle;
 /// The FUSE mount's requests are at most this large.
 pub const CHUNK: u64 = 1 << 20;
 
-/// Threads reading chunks, so chunk reads in flight at the disk at once.
-/// On the test machine's virtual disk, 1 MiB O_DIRECT reads into huge
-/// pages 8 deep read 3.3-3.4 GiB/s (docs/PERFORMANCE.md, "Cold reads").
+/// Threads reading chunks, so chunk reads at the disk at once. On the
+/// test machine's virtual disk, 1 MiB O_DIRECT reads into huge pages 8
+/// deep read 3,294-3,435 MiB/s (docs/PERFORMANCE.md, "Cold reads").
 pub const WORKERS: usize = 8;
+
+/// Largest window (bytes): the pool is twice the window, and stays mapped.
+pub const MAX_WINDOW: u64 = 256 << 20;
 
 /// Streams followed at once; a new one replaces the one used longest ago.
 const MAX_STREAMS: usize = 8;
@@ -113,9 +119,16 @@ impl Pool {
         })
     }
 
-    /// Slot `slot` (below `slots`), for its owner (see the Sync impl).
+    /// Slot `slot` (below `slots`), for readers of its read chunk.
+    fn slot(&self, slot: usize) -> &[u8] {
+        assert!(slot < self.slots);
+        // SAFETY: inside the mapping; no worker writes a slot of a read chunk.
+        unsafe { std::slice::from_raw_parts(self.base.add(slot * CHUNK as usize), CHUNK as usize) }
+    }
+
+    /// Slot `slot`, for the worker that took it from the free slots.
     #[allow(clippy::mut_from_ref)]
-    fn slot(&self, slot: usize) -> &mut [u8] {
+    fn slot_mut(&self, slot: usize) -> &mut [u8] {
         assert!(slot < self.slots);
         // SAFETY: inside the mapping; exclusive by the protocol above.
         unsafe {
@@ -134,12 +147,11 @@ impl Drop for Pool {
 enum Chunk {
     /// Queued or being read; `stale` once a write overlapped it.
     Reading { stale: bool, asked: u64 },
-    /// Read: `len` bytes valid, `consumed` of them handed out so far (the
-    /// chunk is dropped once all were).
+    /// Read (all of it: only whole chunks are asked for); `consumed` bytes
+    /// of it handed out so far (the chunk is dropped once all were).
     /// `asked` orders chunks by age (the clock when it was asked for).
     Ready {
         slot: usize,
-        len: u64,
         consumed: u64,
         asked: u64,
     },
@@ -154,6 +166,8 @@ struct Stream {
     limit: u64,
     /// Chunks below this index were asked for already.
     asked_below: u64,
+    /// Bytes its reads asked for.
+    read_bytes: u64,
     hits: u32,
     last_used: u64,
 }
@@ -166,7 +180,8 @@ struct State {
     free: Vec<usize>,
     streams: Vec<Stream>,
     clock: u64,
-    /// O_DIRECT was refused (a sector larger than 4 KiB): nothing more is read ahead.
+    /// O_DIRECT was refused (the image's file system does not take it):
+    /// nothing more is read ahead.
     disabled: bool,
     stop: bool,
 }
@@ -194,9 +209,10 @@ pub struct ReadAhead {
 
 impl ReadAhead {
     /// Starts the workers over `file` (the image, `size` bytes long),
-    /// reading up to `window` bytes ahead of each stream. Fails when the
-    /// image cannot be opened with O_DIRECT (tmpfs, some FUSE file
-    /// systems) or a thread cannot be started.
+    /// reading up to `window` bytes ahead of each stream (1 MiB to
+    /// [`MAX_WINDOW`]). Fails when the image cannot be opened with O_DIRECT
+    /// (tmpfs before Linux 6.6, some FUSE file systems) or a thread cannot
+    /// be started.
     pub fn start(
         path: &std::path::Path,
         file: &File,
@@ -209,7 +225,7 @@ impl ReadAhead {
             .custom_flags(libc::O_DIRECT)
             .open(path)?;
         let cached = file.try_clone()?;
-        let window = window.max(CHUNK);
+        let window = window.clamp(CHUNK, MAX_WINDOW);
         // The window ahead, plus chunks read but not yet consumed behind it.
         let budget = 2 * window.div_ceil(CHUNK) as usize;
         let shared = Arc::new(Shared {
@@ -267,16 +283,11 @@ impl ReadAhead {
             loop {
                 match state.chunks.get_mut(&index) {
                     Some(Chunk::Reading { .. }) => shared.done.wait(&mut state),
-                    Some(Chunk::Ready {
-                        slot,
-                        len,
-                        consumed,
-                        ..
-                    }) if piece.end - index * CHUNK <= *len => {
+                    Some(Chunk::Ready { slot, consumed, .. }) => {
                         let from = (piece.start - index * CHUNK) as usize;
                         dst.copy_from_slice(&shared.pool.slot(*slot)[from..from + dst.len()]);
                         *consumed += dst.len() as u64;
-                        if *consumed >= *len {
+                        if *consumed >= CHUNK {
                             shared.release(&mut state, index);
                         }
                         break;
@@ -326,6 +337,7 @@ impl Shared {
                 next: end,
                 limit,
                 asked_below: 0,
+                read_bytes: end - offset,
                 hits: 1,
                 last_used: clock,
             };
@@ -339,12 +351,14 @@ impl Shared {
         stream.start = stream.start.min(offset);
         stream.next = stream.next.max(end);
         stream.limit = stream.limit.max(limit);
+        stream.read_bytes += end - offset;
         stream.hits += 1;
         stream.last_used = clock;
-        if stream.hits < HITS_BEFORE_READING || state.disabled {
+        let covered = 2 * stream.read_bytes >= stream.next - stream.start;
+        if stream.hits < HITS_BEFORE_READING || !covered || state.disabled {
             return false;
         }
-        let ahead = window.min(2 * (stream.next - stream.start));
+        let ahead = window.min(2 * stream.read_bytes);
         let first = stream.asked_below.max(stream.next / CHUNK);
         // Whole chunks only: a chunk is read to its end.
         let limit = stream.limit.div_ceil(CHUNK).saturating_mul(CHUNK);
@@ -378,16 +392,25 @@ impl Shared {
         asked
     }
 
-    /// Drops the read chunk asked for longest ago (one a stream passed by,
-    /// or of a stream that ended), to make room. False when every chunk is
-    /// still being read.
+    /// Drops the read chunk asked for longest ago among those no stream
+    /// will read (behind or far from every stream: passed by, or of a
+    /// stream that ended), to make room. False when there is none: a chunk
+    /// ahead of a stream is not dropped for another's.
     fn evict_one(&self, state: &mut State) -> bool {
+        let window = self.window;
+        let wanted = |index: u64| {
+            let at = index * CHUNK;
+            state
+                .streams
+                .iter()
+                .any(|s| at + CHUNK + window > s.next && at < s.next + window)
+        };
         let victim = state
             .chunks
             .iter()
             .filter_map(|(&index, chunk)| match chunk {
-                Chunk::Ready { asked, .. } => Some((*asked, index)),
-                Chunk::Reading { .. } => None,
+                Chunk::Ready { asked, .. } if !wanted(index) => Some((*asked, index)),
+                _ => None,
             })
             .min()
             .map(|(_, index)| index);
@@ -433,14 +456,7 @@ fn work(shared: &Shared, direct: &File, cached: &File) {
         // A chunk is queued only with a slot to spare (`follow`).
         let slot = state.free.pop().expect("a free slot per queued chunk");
         drop(state);
-        let offset = index * CHUNK;
-        let len = CHUNK.min(shared.size - offset);
-        let read = read_chunk(
-            direct,
-            cached,
-            offset,
-            &mut shared.pool.slot(slot)[..len as usize],
-        );
+        let read = read_chunk(direct, cached, index * CHUNK, shared.pool.slot_mut(slot));
         state = shared.state.lock();
         if matches!(&read, Err(e) if e.raw_os_error() == Some(libc::EINVAL)) {
             state.disabled = true;
@@ -454,7 +470,6 @@ fn work(shared: &Shared, direct: &File, cached: &File) {
                     index,
                     Chunk::Ready {
                         slot,
-                        len,
                         consumed: 0,
                         asked,
                     },
@@ -473,22 +488,20 @@ fn work(shared: &Shared, direct: &File, cached: &File) {
     }
 }
 
-/// Reads one chunk: through the page cache when all of it is there,
-/// else around it.
+/// Reads one chunk: through the page cache when it holds dirty pages of
+/// it (an O_DIRECT read would first wait for their write-back) or most of
+/// it, else around it.
 fn read_chunk(direct: &File, cached: &File, offset: u64, buf: &mut [u8]) -> io::Result<()> {
-    if all_cached(cached, offset, buf.len() as u64) {
+    // SAFETY: sysconf reads no memory of ours.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(1) as u64;
+    let pages = (buf.len() as u64).div_ceil(page);
+    let cached_enough = cachestat(cached, offset, buf.len() as u64)
+        .is_some_and(|stat| stat.nr_dirty > 0 || 2 * stat.nr_cache >= pages);
+    if cached_enough {
         cached.read_exact_at(buf, offset)
     } else {
         direct.read_exact_at(buf, offset)
     }
-}
-
-/// Whether every page of `len` bytes at `offset` of `file` is in the page
-/// cache (false where `cachestat` is missing).
-fn all_cached(file: &File, offset: u64, len: u64) -> bool {
-    // SAFETY: sysconf reads no memory of ours.
-    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(1) as u64;
-    cachestat(file, offset, len).is_some_and(|stat| stat.nr_cache >= len.div_ceil(page))
 }
 
 /// The kernel's `struct cachestat`: pages of a range in the page cache.
@@ -505,8 +518,8 @@ pub(crate) struct Cachestat {
 /// `cachestat(2)` (Linux 6.5) of `len` bytes at `offset` of `file`; None
 /// where the kernel lacks it.
 pub(crate) fn cachestat(file: &File, offset: u64, len: u64) -> Option<Cachestat> {
-    /// `cachestat` has this number on every architecture (it came after
-    /// the system call tables were unified).
+    /// `cachestat`'s number in the unified system call table (x86_64,
+    /// aarch64, riscv64 and most others; libc lacks it for x86_64-gnu).
     const SYS_CACHESTAT: libc::c_long = 451;
     #[repr(C)]
     struct CachestatRange {
@@ -624,6 +637,29 @@ mod tests {
             assert!(bytes == data[offset as usize..offset as usize + (1 << 20)]);
         }
         assert!(ra.shared.state.lock().chunks.is_empty());
+    }
+
+    #[test]
+    fn random_reads_near_each_other_read_nothing_ahead() {
+        let data = pattern(48 << 20);
+        let tmp = TempFile::new("random", &data);
+        let file = tmp.open();
+        let ra = ReadAhead::start(&tmp.0, &file, data.len() as u64, 16 << 20).unwrap();
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        for _ in 0..300 {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            let offset = (seed % ((48 << 20) / 65536 - 1)) * 65536;
+            let (bytes, here) = read(&ra, &file, offset, 65536);
+            assert_eq!(
+                here, 65536,
+                "a random read at {offset} was served from a chunk"
+            );
+            assert!(bytes == data[offset as usize..offset as usize + 65536]);
+        }
+        let state = ra.shared.state.lock();
+        assert!(state.chunks.is_empty() && state.queue.is_empty());
     }
 
     #[test]

@@ -114,9 +114,9 @@ impl Default for MountConfig {
 /// Largest readahead window accepted (KiB): 1 GiB.
 const MAX_READ_AHEAD_KB: u32 = 1 << 20;
 
-/// Default image read-ahead (KiB): two FUSE readahead windows, so the
-/// chunk reads stay ahead of the kernel's requests (docs/PERFORMANCE.md,
-/// "Cold reads").
+/// Default image read-ahead (KiB): four of the default FUSE readahead
+/// windows, so the chunk reads stay ahead of the kernel's requests
+/// (docs/PERFORMANCE.md, "Cold reads").
 pub const DEFAULT_IMAGE_READ_AHEAD_KB: u32 = 16 * 1024;
 
 /// The options `-o` accepts, for error messages and `--help`.
