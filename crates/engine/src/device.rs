@@ -198,7 +198,7 @@ impl Device {
             buf.copy_from_slice(&self.dentry_block(blkaddr)?);
             return Ok(());
         }
-        self.read_from_device(kind, blkaddr, buf)
+        self.read_from_device(kind, blkaddr, buf, None)
     }
 
     /// Reads a run of a file's blocks for a reader, after which the file
@@ -214,12 +214,7 @@ impl Device {
         if kind != IoKind::UserData || buf.len() < LARGE_DATA_READ {
             return self.read_blocks(kind, blkaddr, buf);
         }
-        self.check_within(blkaddr, buf.len())?;
-        self.inner
-            .read_data_at(blkaddr * F2FS_BLKSIZE as u64, buf, file_rest)
-            .map_err(|e| Error::io(format!("reading blkaddr {blkaddr}"), e))?;
-        self.counters.add(kind as usize, buf.len() as u64);
-        Ok(())
+        self.read_from_device(kind, blkaddr, buf, Some(file_rest))
     }
 
     /// The dentry block at `blkaddr`, from the cache when it is there
@@ -229,7 +224,7 @@ impl Device {
             Ok(block) => Ok(block),
             Err(miss) => {
                 let mut block = zero_block();
-                let read = self.read_from_device(IoKind::DirData, blkaddr, &mut block);
+                let read = self.read_from_device(IoKind::DirData, blkaddr, &mut block, None);
                 let block = DentryBlock::from(block);
                 self.dentries.fill(miss, read.is_ok().then_some(&block));
                 read.map(|()| block)
@@ -237,10 +232,18 @@ impl Device {
         }
     }
 
-    /// A read of `len` bytes at `blkaddr` ends within the device.
-    fn check_within(&self, blkaddr: u64, len: usize) -> Result<()> {
-        debug_assert!(len.is_multiple_of(F2FS_BLKSIZE));
-        if blkaddr + (len / F2FS_BLKSIZE) as u64 > self.block_count() {
+    /// Reads from the device itself; with `file_rest`, a large run of file
+    /// data ([`BlockDevice::read_data_at`]).
+    fn read_from_device(
+        &self,
+        kind: IoKind,
+        blkaddr: u64,
+        buf: &mut [u8],
+        file_rest: Option<u64>,
+    ) -> Result<()> {
+        debug_assert!(buf.len().is_multiple_of(F2FS_BLKSIZE));
+        let end = blkaddr + (buf.len() / F2FS_BLKSIZE) as u64;
+        if end > self.block_count() {
             return Err(Error::io(
                 format!("reading blkaddr {blkaddr}"),
                 io::Error::new(
@@ -249,14 +252,12 @@ impl Device {
                 ),
             ));
         }
-        Ok(())
-    }
-
-    fn read_from_device(&self, kind: IoKind, blkaddr: u64, buf: &mut [u8]) -> Result<()> {
-        self.check_within(blkaddr, buf.len())?;
-        self.inner
-            .read_at(blkaddr * F2FS_BLKSIZE as u64, buf)
-            .map_err(|e| Error::io(format!("reading blkaddr {blkaddr}"), e))?;
+        let offset = blkaddr * F2FS_BLKSIZE as u64;
+        match file_rest {
+            Some(rest) => self.inner.read_data_at(offset, buf, rest),
+            None => self.inner.read_at(offset, buf),
+        }
+        .map_err(|e| Error::io(format!("reading blkaddr {blkaddr}"), e))?;
         self.counters.add(kind as usize, buf.len() as u64);
         Ok(())
     }

@@ -195,8 +195,7 @@ struct Shared {
     /// Whether `chunks` may be non-empty: writes skip the lock when not.
     has_chunks: AtomicBool,
     window: u64,
-    /// Chunks held at most (read, being read or queued): the pool's slots.
-    budget: usize,
+    /// One slot per chunk held at most (read, being read or queued).
     pool: Pool,
     size: u64,
 }
@@ -238,7 +237,6 @@ impl ReadAhead {
             done: Condvar::new(),
             has_chunks: AtomicBool::new(false),
             window,
-            budget,
             pool: Pool::new(budget)?,
             size,
         });
@@ -330,8 +328,8 @@ impl Shared {
         state.clock += 1;
         let clock = state.clock;
         let window = self.window;
-        let near = |s: &&mut Stream| offset + window >= s.next && offset <= s.next + window;
-        let Some(stream) = state.streams.iter_mut().find(near) else {
+        let near = |s: &Stream| offset + window >= s.next && offset <= s.next + window;
+        let Some(i) = state.streams.iter().position(near) else {
             let stream = Stream {
                 start: offset,
                 next: end,
@@ -348,6 +346,7 @@ impl Shared {
             }
             return false;
         };
+        let stream = &mut state.streams[i];
         stream.start = stream.start.min(offset);
         stream.next = stream.next.max(end);
         stream.limit = stream.limit.max(limit);
@@ -367,25 +366,21 @@ impl Shared {
         let mut index = first;
         while index < last {
             if !state.chunks.contains_key(&index) {
-                if state.chunks.len() >= self.budget && !self.evict_one(state) {
+                if state.chunks.len() >= self.pool.slots && !self.evict_one(state) {
                     break;
                 }
-                state.chunks.insert(
-                    index,
-                    Chunk::Reading {
-                        stale: false,
-                        asked: clock,
-                    },
-                );
+                let reading = Chunk::Reading {
+                    stale: false,
+                    asked: clock,
+                };
+                state.chunks.insert(index, reading);
                 state.queue.push_back(index);
                 asked = true;
             }
             index += 1;
         }
-        if let Some(stream) = state.streams.iter_mut().find(|s| s.last_used == clock) {
-            stream.asked_below = stream.asked_below.max(index);
-        }
-        debug_assert!(state.chunks.len() <= self.budget);
+        state.streams[i].asked_below = index;
+        debug_assert!(state.chunks.len() <= self.pool.slots);
         if asked {
             self.has_chunks.store(true, Ordering::SeqCst);
         }
@@ -423,7 +418,8 @@ impl Shared {
         }
     }
 
-    /// Removes chunk `index` (read), keeping its buffer for the next one.
+    /// Removes chunk `index`; the slot of a read chunk goes back to the
+    /// free ones (a chunk being read has its slot with its worker).
     fn release(&self, state: &mut State, index: u64) {
         if let Some(Chunk::Ready { slot, .. }) = state.chunks.remove(&index) {
             state.free.push(slot);
@@ -449,7 +445,7 @@ fn work(shared: &Shared, direct: &File, cached: &File) {
             Some(Chunk::Reading { stale: true, .. })
         ) {
             // Written over before its read began: not worth reading.
-            state.chunks.remove(&index);
+            shared.release(&mut state, index);
             shared.done.notify_all();
             continue;
         }
@@ -477,11 +473,8 @@ fn work(shared: &Shared, direct: &File, cached: &File) {
             }
             // Stale, or failed: a reader reads the range itself (and sees the error).
             _ => {
-                state.chunks.remove(&index);
+                shared.release(&mut state, index);
                 state.free.push(slot);
-                if state.chunks.is_empty() {
-                    shared.has_chunks.store(false, Ordering::SeqCst);
-                }
             }
         }
         shared.done.notify_all();
@@ -587,6 +580,15 @@ mod tests {
         (0..len).map(|i| (i * 7 + i / 4093) as u8).collect()
     }
 
+    /// A file of `len` patterned bytes, open, with a read-ahead of `window`.
+    fn patterned(name: &str, len: usize, window: u64) -> (Vec<u8>, TempFile, File, ReadAhead) {
+        let data = pattern(len);
+        let tmp = TempFile::new(name, &data);
+        let file = tmp.open();
+        let ra = ReadAhead::start(&tmp.0, &file, len as u64, window).unwrap();
+        (data, tmp, file, ra)
+    }
+
     /// Reads `len` bytes at `offset` through `ra`; returns them and how
     /// many were read outside it.
     fn read(ra: &ReadAhead, file: &File, offset: u64, len: usize) -> (Vec<u8>, usize) {
@@ -602,10 +604,7 @@ mod tests {
 
     #[test]
     fn a_sequential_reader_is_served_from_chunks_read_ahead() {
-        let data = pattern(48 << 20);
-        let tmp = TempFile::new("sequential", &data);
-        let file = tmp.open();
-        let ra = ReadAhead::start(&tmp.0, &file, data.len() as u64, 8 << 20).unwrap();
+        let (data, _tmp, file, ra) = patterned("sequential", 48 << 20, 8 << 20);
         // Not chunk-aligned, as a file's blocks in an image are not.
         let mut offset = 3 * 4096u64;
         let mut outside = 0;
@@ -627,10 +626,7 @@ mod tests {
 
     #[test]
     fn lone_large_reads_read_nothing_ahead() {
-        let data = pattern(64 << 20);
-        let tmp = TempFile::new("lone", &data);
-        let file = tmp.open();
-        let ra = ReadAhead::start(&tmp.0, &file, data.len() as u64, 4 << 20).unwrap();
+        let (data, _tmp, file, ra) = patterned("lone", 64 << 20, 4 << 20);
         for offset in [40u64 << 20, 0, 20 << 20, 56 << 20, 10 << 20] {
             let (bytes, here) = read(&ra, &file, offset, 1 << 20);
             assert_eq!((bytes.len(), here), (1 << 20, 1 << 20));
@@ -641,10 +637,7 @@ mod tests {
 
     #[test]
     fn random_reads_near_each_other_read_nothing_ahead() {
-        let data = pattern(48 << 20);
-        let tmp = TempFile::new("random", &data);
-        let file = tmp.open();
-        let ra = ReadAhead::start(&tmp.0, &file, data.len() as u64, 16 << 20).unwrap();
+        let (data, _tmp, file, ra) = patterned("random", 48 << 20, 16 << 20);
         let mut seed = 0x2545_f491_4f6c_dd1du64;
         for _ in 0..300 {
             seed ^= seed << 13;
@@ -664,10 +657,7 @@ mod tests {
 
     #[test]
     fn nothing_is_read_ahead_past_the_end_of_the_file() {
-        let data = pattern(32 << 20);
-        let tmp = TempFile::new("file-end", &data);
-        let file = tmp.open();
-        let ra = ReadAhead::start(&tmp.0, &file, data.len() as u64, 16 << 20).unwrap();
+        let (data, _tmp, file, ra) = patterned("file-end", 32 << 20, 16 << 20);
         // A 4 MiB file at image offset 0, read in 1 MiB pieces.
         let file_end = 4u64 << 20;
         for offset in (0..file_end).step_by(CHUNK as usize) {
@@ -689,10 +679,7 @@ mod tests {
 
     #[test]
     fn a_write_drops_what_was_read_ahead_of_it() {
-        let data = pattern(32 << 20);
-        let tmp = TempFile::new("written", &data);
-        let file = tmp.open();
-        let ra = ReadAhead::start(&tmp.0, &file, data.len() as u64, 8 << 20).unwrap();
+        let (data, _tmp, file, ra) = patterned("written", 32 << 20, 8 << 20);
         read(&ra, &file, 0, CHUNK as usize);
         read(&ra, &file, CHUNK, CHUNK as usize);
         // Wait until chunk 4 is read ahead, then write over part of it.
