@@ -6,6 +6,7 @@ mod build_compress;
 mod edit;
 mod extract;
 mod fsck;
+mod gen_docs;
 mod inspect;
 mod lab;
 mod mkfs;
@@ -132,6 +133,9 @@ enum Command {
     /// Run a deterministic policy experiment on an in-memory image and report
     /// write amplification and cleaning work.
     Lab(lab::LabArgs),
+    /// Write man pages and shell completions (for packaging).
+    #[command(hide = true)]
+    GenerateDocs(gen_docs::GenerateDocsArgs),
 }
 
 fn main() -> ExitCode {
@@ -177,6 +181,7 @@ fn main() -> ExitCode {
         Command::Mount(args) => mount::run(&args),
         Command::Tune(args) => tune::run(&args),
         Command::Lab(args) => lab::run(&args),
+        Command::GenerateDocs(args) => gen_docs::run(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
