@@ -1,7 +1,7 @@
 //! Run-time tunables under the kernel's sysfs names (/sys/fs/f2fs/<disk>/...,
 //! Documentation/ABI/testing/sysfs-fs-f2fs), with the kernel's meanings and
 //! defaults. Each one offered here changes what the engine does; the
-//! kernel's other names are not accepted (README: "Tunables").
+//! kernel's other names are not accepted (docs/TUNABLES.md).
 //!
 //! `gc_idle` and `gc_urgent` are two views of one mode, as in the kernel
 //! (`sbi->gc_mode`): setting one resets the other. `max_victim_search`
