@@ -2388,6 +2388,54 @@ fn fallocate_drops_setid_bits() {
     );
 }
 
+/// A write, truncate or any fallocate mode by a user outside a set-group-ID
+/// file's group takes the bit even without group execute (2666 becomes
+/// 0666, as on Linux's local file systems); members of the group keep it,
+/// through the primary group or a supplementary one. The same with the
+/// kernel's permission checks and with the daemon's.
+#[test]
+fn setgid_dropped_for_changers_outside_the_group() {
+    if !require_tool("fallocate") || !require_tool("truncate") {
+        return;
+    }
+    const GROUP: u32 = 4321;
+    let changes = [
+        ("write", "printf x >>"),
+        ("truncate", "truncate -s 1"),
+        ("alloc", "fallocate -l 64K"),
+        ("punch", "fallocate -p -o 0 -l 4K"),
+        ("zero", "fallocate -z -o 0 -l 8K"),
+    ];
+    on_shared_mounts(
+        "mount-killpriv-sgid",
+        |m| {
+            let mode_of = |name: &str| fs::metadata(m.path(name)).unwrap().mode() & 0o7777;
+            for (what, change) in changes {
+                for (who, uid, groups, kept) in [
+                    ("outsider", NOBODY, &[100][..], 0o666),
+                    ("member", NOBODY, &[100, GROUP][..], 0o2666),
+                    ("primary", GROUP, &[][..], 0o2666),
+                ] {
+                    let name = format!("{what}-{who}");
+                    let make = format!(
+                        "head -c 16384 /dev/zero > {name} && chgrp {GROUP} {name} && chmod 2666 {name}"
+                    );
+                    sh_as(0, &m.mnt, &make).unwrap();
+                    sh_in_groups(uid, groups, &m.mnt, &format!("{change} {name}")).unwrap();
+                    assert_eq!(mode_of(&name), kept, "{what} by the {who}");
+                }
+            }
+        },
+        |img| {
+            let fs = engine(img);
+            for (what, _) in changes {
+                let mode = fs.resolve(&format!("/{what}-outsider")).unwrap().mode;
+                assert_eq!(mode & 0o7777, 0o666, "{what}");
+            }
+        },
+    );
+}
+
 /// copy_file_range(2) from `from` to `to` (whole range, offsets 0).
 fn copy_range(from: &fs::File, to: &fs::File, len: usize) -> i32 {
     let (mut off_in, mut off_out): (i64, i64) = (0, 0);

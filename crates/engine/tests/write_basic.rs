@@ -264,7 +264,8 @@ fn link_count_limit_gives_emlink() {
 
 /// `kill_privileges` (the VFS's ATTR_KILL_SUID/SGID/PRIV, which a FUSE
 /// daemon with FUSE_HANDLE_KILLPRIV_V2 applies itself): set-user-ID goes,
-/// set-group-ID only with group execute, file capabilities go, directories
+/// set-group-ID only with group execute for a trusted caller (one outside
+/// the group loses it too: tests/permissions.rs), file capabilities go, directories
 /// keep theirs; a chown with it is one change.
 #[test]
 fn kill_privileges_clears_setid_bits_and_capabilities() {

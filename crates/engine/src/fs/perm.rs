@@ -316,8 +316,11 @@ impl<'a> AsUser<'a> {
     /// (S_ISGID dropped for callers outside the file's group); truncating
     /// needs write permission unless `through_writable_file`; times set
     /// to now need ownership or write permission, other times ownership.
+    /// Privileges dropped (`kill_privileges`) take set-group-ID unless the
+    /// caller is in the file's group.
     pub fn setattr(&self, ino: u32, attr: &SetAttr) -> Result<InodeInfo> {
-        self.fs.setattr_for(ino, attr, self.caller())
+        self.fs
+            .setattr_for(ino, attr, self.caller(), Some(self.creds))
     }
 
     /// Extended attribute `name` of `inode` (`trusted.*`: privileged
