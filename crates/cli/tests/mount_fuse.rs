@@ -2626,6 +2626,45 @@ fn atime_follows_the_mount_options() {
     }
 }
 
+/// The atime of `path` in nanoseconds.
+fn atime_ns(path: &Path) -> i128 {
+    let meta = fs::metadata(path).unwrap();
+    meta.atime() as i128 * 1_000_000_000 + meta.atime_nsec() as i128
+}
+
+/// The first read of a new file updates its atime under relatime in the
+/// default mount (write-back cache): the kernel stamps the write's mtime
+/// with its coarse clock, so the daemon stamps the new inode's atime with
+/// the same clock, not a finer one that would put the atime after the
+/// mtime (and make relatime skip the read).
+#[test]
+fn first_read_of_a_new_file_updates_its_atime() {
+    if !fuse_available() {
+        return;
+    }
+    let scratch = Scratch::new("mount-atime-new");
+    let img = scratch.join("img");
+    f2fuse_mkfs(&img, "64M");
+    let m = Mount::new(&img, &scratch.join("mnt"), "");
+    let mut born = Vec::new();
+    for i in 0..8 {
+        let f = m.path(&format!("f{i}"));
+        fs::write(&f, b"data").unwrap();
+        born.push((f.clone(), atime_ns(&f)));
+    }
+    // Past the clock's tick, so the read's atime differs from the birth's.
+    std::thread::sleep(Duration::from_millis(50));
+    for (f, birth) in &born {
+        assert_eq!(fs::read(f).unwrap(), b"data");
+        assert!(
+            atime_ns(f) > *birth,
+            "{f:?}: atime not updated by the first read"
+        );
+    }
+    m.unmount();
+    fsck_clean(&img, "reading new files");
+}
+
 /// The fuse.TYPE of the mount at `mnt` and its mount flags, from /proc/self/mountinfo.
 fn mount_entry(mnt: &Path) -> (String, String) {
     let info = fs::read_to_string("/proc/self/mountinfo").unwrap();
