@@ -2665,6 +2665,25 @@ fn first_read_of_a_new_file_updates_its_atime() {
     fsck_clean(&img, "reading new files");
 }
 
+/// `-o subtype=` with no name mounts as plain `fuse`, the type generic
+/// FUSE test harnesses look for; the control channel still finds it.
+#[test]
+fn empty_subtype_mounts_as_plain_fuse() {
+    if !fuse_available() {
+        return;
+    }
+    let scratch = Scratch::new("mount-no-subtype");
+    let img = scratch.join("img");
+    f2fuse_mkfs(&img, "64M");
+    let m = Mount::new(&img, &scratch.join("mnt"), "subtype=");
+    assert_eq!(mount_entry(&m.mnt).0, "fuse");
+    let out = tune(&m.mnt, Some("cp_interval"));
+    assert_eq!(stdout_of(&out), "60\n", "f2fuse tune finds it: {out:?}");
+    fs::write(m.path("f"), b"1").unwrap();
+    m.unmount();
+    fsck_clean(&img, "a mount without subtype");
+}
+
 /// The fuse.TYPE of the mount at `mnt` and its mount flags, from /proc/self/mountinfo.
 fn mount_entry(mnt: &Path) -> (String, String) {
     let info = fs::read_to_string("/proc/self/mountinfo").unwrap();
