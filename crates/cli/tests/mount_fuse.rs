@@ -2626,6 +2626,89 @@ fn atime_follows_the_mount_options() {
     }
 }
 
+/// renameat2 with RENAME_WHITEOUT leaves a whiteout (a character device
+/// 0:0) at the old name, so the mount serves as an overlayfs upper layer
+/// whose removals of lower files stick. O_TMPFILE stays EOPNOTSUPP: the
+/// kernel asks with FUSE_TMPFILE, which fuser 0.18 does not decode (README).
+#[test]
+fn rename_whiteout_and_overlay_upper_layer() {
+    if !fuse_available() {
+        return;
+    }
+    // SAFETY: getuid has no preconditions.
+    if unsafe { libc::getuid() } != 0 {
+        eprintln!(
+            "SKIPPING rename_whiteout_and_overlay_upper_layer: needs root (CAP_MKNOD, overlayfs)"
+        );
+        return;
+    }
+    let scratch = Scratch::new("mount-whiteout");
+    let img = scratch.join("img");
+    f2fuse_mkfs(&img, "64M");
+    let m = Mount::new(&img, &scratch.join("mnt"), "");
+    fs::write(m.path("old"), b"data").unwrap();
+    // SAFETY: valid C strings.
+    let rc = unsafe {
+        libc::renameat2(
+            libc::AT_FDCWD,
+            cstr(&m.path("old")).as_ptr(),
+            libc::AT_FDCWD,
+            cstr(&m.path("new")).as_ptr(),
+            libc::RENAME_WHITEOUT,
+        )
+    };
+    assert_eq!(rc, 0, "{}", std::io::Error::last_os_error());
+    let whiteout = fs::symlink_metadata(m.path("old")).unwrap();
+    assert_eq!(whiteout.mode(), libc::S_IFCHR, "a character device, mode 0");
+    assert_eq!(whiteout.rdev(), 0);
+    assert_eq!(fs::read(m.path("new")).unwrap(), b"data");
+
+    // An overlay with the mount as its upper layer.
+    let lower = scratch.join("lower");
+    let merged = scratch.join("merged");
+    fs::create_dir_all(&lower).unwrap();
+    fs::create_dir_all(&merged).unwrap();
+    fs::write(lower.join("gone"), b"lower").unwrap();
+    fs::create_dir(m.path("upper")).unwrap();
+    fs::create_dir(m.path("work")).unwrap();
+    let opts = format!(
+        "lowerdir={},upperdir={},workdir={}",
+        lower.display(),
+        m.path("upper").display(),
+        m.path("work").display()
+    );
+    let out = Command::new("mount")
+        .args(["-t", "overlay", "overlay", "-o", &opts])
+        .arg(&merged)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "overlay mount: {out:?}");
+    fs::remove_file(merged.join("gone")).unwrap();
+    let listed: Vec<_> = fs::read_dir(&merged).unwrap().flatten().collect();
+    let umount = Command::new("umount").arg(&merged).output().unwrap();
+    assert!(umount.status.success(), "{umount:?}");
+    assert!(listed.is_empty(), "removed lower file still listed");
+    let kept = fs::symlink_metadata(m.path("upper/gone")).unwrap();
+    assert_eq!(
+        (kept.mode() & libc::S_IFMT, kept.rdev()),
+        (libc::S_IFCHR, 0)
+    );
+
+    let tmpfile = fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .custom_flags(libc::O_TMPFILE)
+        .open(&m.mnt);
+    assert_eq!(errno_of(tmpfile), libc::EOPNOTSUPP);
+    m.unmount();
+    fsck_clean(&img, "whiteouts");
+    let fs = engine(&img);
+    for path in ["/old", "/upper/gone"] {
+        let w = fs.resolve(path).unwrap();
+        assert_eq!((w.kind, w.rdev), (FileKind::CharDevice, (0, 0)), "{path}");
+    }
+}
+
 /// The atime of `path` in nanoseconds.
 fn atime_ns(path: &Path) -> i128 {
     let meta = fs::metadata(path).unwrap();

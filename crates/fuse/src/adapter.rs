@@ -1169,14 +1169,16 @@ impl Filesystem for F2fsFuse {
     ) {
         let parent = ino_or_reply!(parent, reply);
         let newparent = ino_or_reply!(newparent, reply);
-        let known = RenameFlags::RENAME_NOREPLACE | RenameFlags::RENAME_EXCHANGE;
+        let known = RenameFlags::RENAME_NOREPLACE
+            | RenameFlags::RENAME_EXCHANGE
+            | RenameFlags::RENAME_WHITEOUT;
         if !known.contains(flags) {
-            // RENAME_WHITEOUT is for overlay file systems.
             return reply.error(Errno::EINVAL);
         }
         let engine_flags = EngineRenameFlags {
             noreplace: flags.contains(RenameFlags::RENAME_NOREPLACE),
             exchange: flags.contains(RenameFlags::RENAME_EXCHANGE),
+            whiteout: flags.contains(RenameFlags::RENAME_WHITEOUT),
         };
         self.shared.change();
         let creds = self.caller(req);

@@ -298,7 +298,8 @@ impl<'a> AsUser<'a> {
 
     /// As unlinking the old name and adding (or replacing) the new one;
     /// moving a directory to another parent also needs write permission on
-    /// it (its ".." changes).
+    /// it (its ".." changes). A whiteout needs a privileged caller
+    /// (CAP_MKNOD) and belongs to it.
     pub fn rename(
         &self,
         parent: u32,
@@ -307,8 +308,12 @@ impl<'a> AsUser<'a> {
         new_name: &[u8],
         flags: RenameFlags,
     ) -> Result<()> {
+        if self.checked && flags.whiteout && !self.creds.is_privileged() {
+            return Err(Error::errno(libc::EPERM, "RENAME_WHITEOUT"));
+        }
+        let (caller, owner) = (self.caller(), Some(self.creds));
         self.fs
-            .rename_for(parent, name, new_parent, new_name, flags, self.caller())
+            .rename_for(parent, name, new_parent, new_name, flags, caller, owner)
     }
 
     /// chown: only privileged callers give files away, owners may change
