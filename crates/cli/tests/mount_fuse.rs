@@ -2436,6 +2436,63 @@ fn setgid_dropped_for_changers_outside_the_group() {
     );
 }
 
+/// SEEK_DATA / SEEK_HOLE after a write into preallocated space answer as
+/// the kernel's f2fs with its default settings, in the default mount
+/// (zero-out chunks on): the preallocated blocks before the write are not
+/// data (f2fs: 172032, the written block; zeroing them out gave 57344, the
+/// preallocation's start), nor are any of them a hole; the same after
+/// fsync.
+#[test]
+fn seek_after_a_write_into_preallocated_space() {
+    if !fuse_available() {
+        return;
+    }
+    let scratch = Scratch::new("mount-seek-prealloc");
+    let img = scratch.join("img");
+    f2fuse_mkfs(&img, "64M");
+    let m = Mount::new(&img, &scratch.join("mnt"), "");
+    let file = fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(m.path("f"))
+        .unwrap();
+    file.set_len(2 << 20).unwrap();
+    let (start, end) = (57344, 1 << 20);
+    // SAFETY: a valid descriptor.
+    let rc = unsafe {
+        libc::fallocate(
+            file.as_raw_fd(),
+            libc::FALLOC_FL_KEEP_SIZE,
+            start,
+            end - start,
+        )
+    };
+    assert_eq!(rc, 0, "{}", std::io::Error::last_os_error());
+    file.write_all_at(&[7u8; 4096], 172032).unwrap();
+    let seek = |offset: i64, whence: i32| {
+        // SAFETY: a valid descriptor.
+        let at = unsafe { libc::lseek(file.as_raw_fd(), offset, whence) };
+        if at < 0 {
+            -(std::io::Error::last_os_error().raw_os_error().unwrap() as i64)
+        } else {
+            at
+        }
+    };
+    for when in ["before fsync", "after fsync"] {
+        assert_eq!(seek(0, libc::SEEK_DATA), 172032, "SEEK_DATA {when}");
+        assert_eq!(seek(start, libc::SEEK_DATA), 172032, "{when}");
+        assert_eq!(seek(0, libc::SEEK_HOLE), 0, "{when}");
+        assert_eq!(seek(172032, libc::SEEK_HOLE), end, "SEEK_HOLE {when}");
+        assert_eq!(seek(end, libc::SEEK_DATA), -(libc::ENXIO as i64), "{when}");
+        file.sync_all().unwrap();
+    }
+    drop(file);
+    m.unmount();
+    fsck_clean(&img, "a write into preallocated space");
+}
+
 /// copy_file_range(2) from `from` to `to` (whole range, offsets 0).
 fn copy_range(from: &fs::File, to: &fs::File, len: usize) -> i32 {
     let (mut off_in, mut off_out): (i64, i64) = (0, 0);
