@@ -465,18 +465,16 @@ impl Fs {
         new_name: &[u8],
         flags: RenameFlags,
     ) -> Result<()> {
-        self.rename_for(parent, name, new_parent, new_name, flags, None, None)
+        self.rename_for((parent, name), (new_parent, new_name), flags, None, None)
     }
 
-    /// `rename` checked for `caller` (if given); a whiteout belongs to
-    /// `owner` as a new inode would (`None`: root).
-    #[allow(clippy::too_many_arguments)]
+    /// `rename` of `(parent, name)` to `(new_parent, new_name)` checked for
+    /// `caller` (if given); a whiteout belongs to `owner` as a new inode
+    /// would (`None`: root).
     pub(super) fn rename_for(
         &self,
-        parent: u32,
-        name: &[u8],
-        new_parent: u32,
-        new_name: &[u8],
+        (parent, name): (u32, &[u8]),
+        (new_parent, new_name): (u32, &[u8]),
         flags: RenameFlags,
         caller: Option<&Credentials>,
         owner: Option<&Credentials>,

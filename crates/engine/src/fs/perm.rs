@@ -311,9 +311,9 @@ impl<'a> AsUser<'a> {
         if self.checked && flags.whiteout && !self.creds.is_privileged() {
             return Err(Error::errno(libc::EPERM, "RENAME_WHITEOUT"));
         }
-        let (caller, owner) = (self.caller(), Some(self.creds));
+        let (from, to) = ((parent, name), (new_parent, new_name));
         self.fs
-            .rename_for(parent, name, new_parent, new_name, flags, caller, owner)
+            .rename_for(from, to, flags, self.caller(), Some(self.creds))
     }
 
     /// chown: only privileged callers give files away, owners may change
