@@ -199,8 +199,8 @@ pub struct DataPolicy {
     /// rewrites).
     pub ipu: Option<IpuPolicy>,
     /// A write into reserved (NEW_ADDR) blocks also writes zeros to the
-    /// reserved blocks around it, up to this many blocks aligned to it,
-    /// so later writes there find real blocks (0: off).
+    /// reserved blocks after it, up to the end of its aligned window of
+    /// this many blocks, so later writes there find real blocks (0: off).
     pub zeroout_blocks: u64,
     /// The write is small between two fsyncs (see `ipu::WriteState`).
     pub fsync_bound: bool,
