@@ -148,6 +148,20 @@ impl Drop for Mount {
     }
 }
 
+/// A fresh 64 MiB image in a new scratch directory, mounted with `opts`
+/// (the scratch directory last, so it outlives the mount); None when FUSE
+/// is not available.
+fn fresh_mount(tag: &str, opts: &str) -> Option<(Mount, PathBuf, Scratch)> {
+    if !fuse_available() {
+        return None;
+    }
+    let scratch = Scratch::new(tag);
+    let img = scratch.join("img");
+    f2fuse_mkfs(&img, "64M");
+    let m = Mount::new(&img, &scratch.join("mnt"), opts);
+    Some((m, img, scratch))
+}
+
 fn fsck_clean(img: &Path, what: &str) {
     if let Err(report) = fsck_f2fs(img) {
         panic!("fsck.f2fs after {what}:\n{report}");
@@ -2444,13 +2458,9 @@ fn setgid_dropped_for_changers_outside_the_group() {
 /// fsync.
 #[test]
 fn seek_after_a_write_into_preallocated_space() {
-    if !fuse_available() {
+    let Some((m, img, _scratch)) = fresh_mount("mount-seek-prealloc", "") else {
         return;
-    }
-    let scratch = Scratch::new("mount-seek-prealloc");
-    let img = scratch.join("img");
-    f2fuse_mkfs(&img, "64M");
-    let m = Mount::new(&img, &scratch.join("mnt"), "");
+    };
     let file = fs::OpenOptions::new()
         .read(true)
         .write(true)
@@ -2689,9 +2699,6 @@ fn atime_follows_the_mount_options() {
 /// kernel asks with FUSE_TMPFILE, which fuser 0.18 does not decode (README).
 #[test]
 fn rename_whiteout_and_overlay_upper_layer() {
-    if !fuse_available() {
-        return;
-    }
     // SAFETY: getuid has no preconditions.
     if unsafe { libc::getuid() } != 0 {
         eprintln!(
@@ -2699,10 +2706,9 @@ fn rename_whiteout_and_overlay_upper_layer() {
         );
         return;
     }
-    let scratch = Scratch::new("mount-whiteout");
-    let img = scratch.join("img");
-    f2fuse_mkfs(&img, "64M");
-    let m = Mount::new(&img, &scratch.join("mnt"), "");
+    let Some((m, img, scratch)) = fresh_mount("mount-whiteout", "") else {
+        return;
+    };
     fs::write(m.path("old"), b"data").unwrap();
     // SAFETY: valid C strings.
     let rc = unsafe {
@@ -2779,13 +2785,9 @@ fn atime_ns(path: &Path) -> i128 {
 /// mtime (and make relatime skip the read).
 #[test]
 fn first_read_of_a_new_file_updates_its_atime() {
-    if !fuse_available() {
+    let Some((m, img, _scratch)) = fresh_mount("mount-atime-new", "") else {
         return;
-    }
-    let scratch = Scratch::new("mount-atime-new");
-    let img = scratch.join("img");
-    f2fuse_mkfs(&img, "64M");
-    let m = Mount::new(&img, &scratch.join("mnt"), "");
+    };
     let mut born = Vec::new();
     for i in 0..8 {
         let f = m.path(&format!("f{i}"));
@@ -2809,13 +2811,9 @@ fn first_read_of_a_new_file_updates_its_atime() {
 /// FUSE test harnesses look for; the control channel still finds it.
 #[test]
 fn empty_subtype_mounts_as_plain_fuse() {
-    if !fuse_available() {
+    let Some((m, img, _scratch)) = fresh_mount("mount-no-subtype", "subtype=") else {
         return;
-    }
-    let scratch = Scratch::new("mount-no-subtype");
-    let img = scratch.join("img");
-    f2fuse_mkfs(&img, "64M");
-    let m = Mount::new(&img, &scratch.join("mnt"), "subtype=");
+    };
     assert_eq!(mount_entry(&m.mnt).0, "fuse");
     let out = tune(&m.mnt, Some("cp_interval"));
     assert_eq!(stdout_of(&out), "60\n", "f2fuse tune finds it: {out:?}");
