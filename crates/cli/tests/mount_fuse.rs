@@ -148,6 +148,20 @@ impl Drop for Mount {
     }
 }
 
+/// A fresh 64 MiB image in a new scratch directory, mounted with `opts`
+/// (the scratch directory last, so it outlives the mount); None when FUSE
+/// is not available.
+fn fresh_mount(tag: &str, opts: &str) -> Option<(Mount, PathBuf, Scratch)> {
+    if !fuse_available() {
+        return None;
+    }
+    let scratch = Scratch::new(tag);
+    let img = scratch.join("img");
+    f2fuse_mkfs(&img, "64M");
+    let m = Mount::new(&img, &scratch.join("mnt"), opts);
+    Some((m, img, scratch))
+}
+
 fn fsck_clean(img: &Path, what: &str) {
     if let Err(report) = fsck_f2fs(img) {
         panic!("fsck.f2fs after {what}:\n{report}");
@@ -2388,6 +2402,107 @@ fn fallocate_drops_setid_bits() {
     );
 }
 
+/// A write, truncate or any fallocate mode by a user outside a set-group-ID
+/// file's group takes the bit even without group execute (2666 becomes
+/// 0666, as on Linux's local file systems); members of the group keep it,
+/// through the primary group or a supplementary one. The same with the
+/// kernel's permission checks and with the daemon's.
+#[test]
+fn setgid_dropped_for_changers_outside_the_group() {
+    if !require_tool("fallocate") || !require_tool("truncate") {
+        return;
+    }
+    const GROUP: u32 = 4321;
+    let changes = [
+        ("write", "printf x >>"),
+        ("truncate", "truncate -s 1"),
+        ("alloc", "fallocate -l 64K"),
+        ("punch", "fallocate -p -o 0 -l 4K"),
+        ("zero", "fallocate -z -o 0 -l 8K"),
+    ];
+    on_shared_mounts(
+        "mount-killpriv-sgid",
+        |m| {
+            let mode_of = |name: &str| fs::metadata(m.path(name)).unwrap().mode() & 0o7777;
+            for (what, change) in changes {
+                for (who, uid, groups, kept) in [
+                    ("outsider", NOBODY, &[100][..], 0o666),
+                    ("member", NOBODY, &[100, GROUP][..], 0o2666),
+                    ("primary", GROUP, &[][..], 0o2666),
+                ] {
+                    let name = format!("{what}-{who}");
+                    let make = format!(
+                        "head -c 16384 /dev/zero > {name} && chgrp {GROUP} {name} && chmod 2666 {name}"
+                    );
+                    sh_as(0, &m.mnt, &make).unwrap();
+                    sh_in_groups(uid, groups, &m.mnt, &format!("{change} {name}")).unwrap();
+                    assert_eq!(mode_of(&name), kept, "{what} by the {who}");
+                }
+            }
+        },
+        |img| {
+            let fs = engine(img);
+            for (what, _) in changes {
+                let mode = fs.resolve(&format!("/{what}-outsider")).unwrap().mode;
+                assert_eq!(mode & 0o7777, 0o666, "{what}");
+            }
+        },
+    );
+}
+
+/// SEEK_DATA / SEEK_HOLE after a write into preallocated space answer as
+/// the kernel's f2fs with its default settings, in the default mount
+/// (zero-out chunks on): the preallocated blocks before the write are not
+/// data (f2fs: 172032, the written block; zeroing them out gave 57344, the
+/// preallocation's start), nor are any of them a hole; the same after
+/// fsync.
+#[test]
+fn seek_after_a_write_into_preallocated_space() {
+    let Some((m, img, _scratch)) = fresh_mount("mount-seek-prealloc", "") else {
+        return;
+    };
+    let file = fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(m.path("f"))
+        .unwrap();
+    file.set_len(2 << 20).unwrap();
+    let (start, end) = (57344, 1 << 20);
+    // SAFETY: a valid descriptor.
+    let rc = unsafe {
+        libc::fallocate(
+            file.as_raw_fd(),
+            libc::FALLOC_FL_KEEP_SIZE,
+            start,
+            end - start,
+        )
+    };
+    assert_eq!(rc, 0, "{}", std::io::Error::last_os_error());
+    file.write_all_at(&[7u8; 4096], 172032).unwrap();
+    let seek = |offset: i64, whence: i32| {
+        // SAFETY: a valid descriptor.
+        let at = unsafe { libc::lseek(file.as_raw_fd(), offset, whence) };
+        if at < 0 {
+            -(std::io::Error::last_os_error().raw_os_error().unwrap() as i64)
+        } else {
+            at
+        }
+    };
+    for when in ["before fsync", "after fsync"] {
+        assert_eq!(seek(0, libc::SEEK_DATA), 172032, "SEEK_DATA {when}");
+        assert_eq!(seek(start, libc::SEEK_DATA), 172032, "{when}");
+        assert_eq!(seek(0, libc::SEEK_HOLE), 0, "{when}");
+        assert_eq!(seek(172032, libc::SEEK_HOLE), end, "SEEK_HOLE {when}");
+        assert_eq!(seek(end, libc::SEEK_DATA), -(libc::ENXIO as i64), "{when}");
+        file.sync_all().unwrap();
+    }
+    drop(file);
+    m.unmount();
+    fsck_clean(&img, "a write into preallocated space");
+}
+
 /// copy_file_range(2) from `from` to `to` (whole range, offsets 0).
 fn copy_range(from: &fs::File, to: &fs::File, len: usize) -> i32 {
     let (mut off_in, mut off_out): (i64, i64) = (0, 0);
@@ -2576,6 +2691,135 @@ fn atime_follows_the_mount_options() {
         assert_eq!(fs.resolve("/f").unwrap().atime.sec, second, "-o {opts}");
         assert_eq!(fs.resolve("/d").unwrap().atime.sec, dir_atime, "-o {opts}");
     }
+}
+
+/// renameat2 with RENAME_WHITEOUT leaves a whiteout (a character device
+/// 0:0) at the old name, so the mount serves as an overlayfs upper layer
+/// whose removals of lower files stick. O_TMPFILE stays EOPNOTSUPP: the
+/// kernel asks with FUSE_TMPFILE, which fuser 0.18 does not decode (README).
+#[test]
+fn rename_whiteout_and_overlay_upper_layer() {
+    // SAFETY: getuid has no preconditions.
+    if unsafe { libc::getuid() } != 0 {
+        eprintln!(
+            "SKIPPING rename_whiteout_and_overlay_upper_layer: needs root (CAP_MKNOD, overlayfs)"
+        );
+        return;
+    }
+    let Some((m, img, scratch)) = fresh_mount("mount-whiteout", "") else {
+        return;
+    };
+    fs::write(m.path("old"), b"data").unwrap();
+    // SAFETY: valid C strings.
+    let rc = unsafe {
+        libc::renameat2(
+            libc::AT_FDCWD,
+            cstr(&m.path("old")).as_ptr(),
+            libc::AT_FDCWD,
+            cstr(&m.path("new")).as_ptr(),
+            libc::RENAME_WHITEOUT,
+        )
+    };
+    assert_eq!(rc, 0, "{}", std::io::Error::last_os_error());
+    let whiteout = fs::symlink_metadata(m.path("old")).unwrap();
+    assert_eq!(whiteout.mode(), libc::S_IFCHR, "a character device, mode 0");
+    assert_eq!(whiteout.rdev(), 0);
+    assert_eq!(fs::read(m.path("new")).unwrap(), b"data");
+
+    // An overlay with the mount as its upper layer.
+    let lower = scratch.join("lower");
+    let merged = scratch.join("merged");
+    fs::create_dir_all(&lower).unwrap();
+    fs::create_dir_all(&merged).unwrap();
+    fs::write(lower.join("gone"), b"lower").unwrap();
+    fs::create_dir(m.path("upper")).unwrap();
+    fs::create_dir(m.path("work")).unwrap();
+    let opts = format!(
+        "lowerdir={},upperdir={},workdir={}",
+        lower.display(),
+        m.path("upper").display(),
+        m.path("work").display()
+    );
+    let out = Command::new("mount")
+        .args(["-t", "overlay", "overlay", "-o", &opts])
+        .arg(&merged)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "overlay mount: {out:?}");
+    fs::remove_file(merged.join("gone")).unwrap();
+    let listed: Vec<_> = fs::read_dir(&merged).unwrap().flatten().collect();
+    let umount = Command::new("umount").arg(&merged).output().unwrap();
+    assert!(umount.status.success(), "{umount:?}");
+    assert!(listed.is_empty(), "removed lower file still listed");
+    let kept = fs::symlink_metadata(m.path("upper/gone")).unwrap();
+    assert_eq!(
+        (kept.mode() & libc::S_IFMT, kept.rdev()),
+        (libc::S_IFCHR, 0)
+    );
+
+    let tmpfile = fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .custom_flags(libc::O_TMPFILE)
+        .open(&m.mnt);
+    assert_eq!(errno_of(tmpfile), libc::EOPNOTSUPP);
+    m.unmount();
+    fsck_clean(&img, "whiteouts");
+    let fs = engine(&img);
+    for path in ["/old", "/upper/gone"] {
+        let w = fs.resolve(path).unwrap();
+        assert_eq!((w.kind, w.rdev), (FileKind::CharDevice, (0, 0)), "{path}");
+    }
+}
+
+/// The atime of `path` in nanoseconds.
+fn atime_ns(path: &Path) -> i128 {
+    let meta = fs::metadata(path).unwrap();
+    meta.atime() as i128 * 1_000_000_000 + meta.atime_nsec() as i128
+}
+
+/// The first read of a new file updates its atime under relatime in the
+/// default mount (write-back cache): the kernel stamps the write's mtime
+/// with its coarse clock, so the daemon stamps the new inode's atime with
+/// the same clock, not a finer one that would put the atime after the
+/// mtime (and make relatime skip the read).
+#[test]
+fn first_read_of_a_new_file_updates_its_atime() {
+    let Some((m, img, _scratch)) = fresh_mount("mount-atime-new", "") else {
+        return;
+    };
+    let mut born = Vec::new();
+    for i in 0..8 {
+        let f = m.path(&format!("f{i}"));
+        fs::write(&f, b"data").unwrap();
+        born.push((f.clone(), atime_ns(&f)));
+    }
+    // Past the clock's tick, so the read's atime differs from the birth's.
+    std::thread::sleep(Duration::from_millis(50));
+    for (f, birth) in &born {
+        assert_eq!(fs::read(f).unwrap(), b"data");
+        assert!(
+            atime_ns(f) > *birth,
+            "{f:?}: atime not updated by the first read"
+        );
+    }
+    m.unmount();
+    fsck_clean(&img, "reading new files");
+}
+
+/// `-o subtype=` with no name mounts as plain `fuse`, the type generic
+/// FUSE test harnesses look for; the control channel still finds it.
+#[test]
+fn empty_subtype_mounts_as_plain_fuse() {
+    let Some((m, img, _scratch)) = fresh_mount("mount-no-subtype", "subtype=") else {
+        return;
+    };
+    assert_eq!(mount_entry(&m.mnt).0, "fuse");
+    let out = tune(&m.mnt, Some("cp_interval"));
+    assert_eq!(stdout_of(&out), "60\n", "f2fuse tune finds it: {out:?}");
+    fs::write(m.path("f"), b"1").unwrap();
+    m.unmount();
+    fsck_clean(&img, "a mount without subtype");
 }
 
 /// The fuse.TYPE of the mount at `mnt` and its mount flags, from /proc/self/mountinfo.

@@ -199,8 +199,8 @@ pub struct DataPolicy {
     /// rewrites).
     pub ipu: Option<IpuPolicy>,
     /// A write into reserved (NEW_ADDR) blocks also writes zeros to the
-    /// reserved blocks around it, up to this many blocks aligned to it,
-    /// so later writes there find real blocks (0: off).
+    /// reserved blocks after it, up to the end of its aligned window of
+    /// this many blocks, so later writes there find real blocks (0: off).
     pub zeroout_blocks: u64,
     /// The write is small between two fsyncs (see `ipu::WriteState`).
     pub fsync_bound: bool,
@@ -1018,26 +1018,31 @@ pub fn write_data(
 }
 
 /// The blocks a range lock for writing `blocks` must cover so that the
-/// write may zero out the reserved blocks around it: `blocks` widened to
-/// multiples of `zeroout_blocks` (unchanged when 0).
+/// write may zero out the reserved blocks after it: `blocks` widened to
+/// the end of its window of `zeroout_blocks` (unchanged when 0). Two
+/// writes into one window overlap there, so they never zero out each
+/// other's blocks.
 pub fn zeroout_window(blocks: Range<u64>, zeroout_blocks: u64) -> Range<u64> {
     if zeroout_blocks == 0 || blocks.is_empty() {
         return blocks;
     }
-    let start = blocks.start / zeroout_blocks * zeroout_blocks;
     let end = blocks
         .end
         .div_ceil(zeroout_blocks)
         .saturating_mul(zeroout_blocks);
-    start..end
+    blocks.start..end
 }
 
 /// The blocks a write of `blocks` writes (ext4's extent_zeroout_len
-/// applied to F2FS reservations): when its first or last block is
-/// reserved (NEW_ADDR), the reserved blocks next to it, within the
-/// aligned window of `zeroout_blocks` (`zeroout_window`, which the caller
-/// holds), are written too, with zeros; so the window gets real blocks,
-/// allocated together, that later writes can rewrite in place.
+/// applied to F2FS reservations): when its last block is reserved
+/// (NEW_ADDR), the reserved blocks after it, up to the end of its aligned
+/// window of `zeroout_blocks` (`zeroout_window`, which the caller holds),
+/// are written too, with zeros; so the window gets real blocks, allocated
+/// together, that later writes can rewrite in place. Only after the
+/// write: every zeroed block then follows written data without a hole
+/// between, so SEEK_DATA from the file's start or from the end of a hole,
+/// and every SEEK_HOLE, answer as the kernel's f2fs does, which reports
+/// reserved blocks as neither data nor hole (README, `extent_zeroout_len`).
 fn zeroout_chunk(
     ctx: &Ctx,
     inode: &InodeInfo,
@@ -1052,18 +1057,13 @@ fn zeroout_chunk(
     let mut mapper = BlockMapper::new(ctx.nm, inode);
     let mut reserved =
         |index: u64| -> Result<bool> { Ok(index < max && mapper.map(index)? == NEW_ADDR) };
-    let (mut start, mut end) = (blocks.start, blocks.end);
-    if reserved(start)? {
-        while start > window.start && reserved(start - 1)? {
-            start -= 1;
-        }
-    }
+    let mut end = blocks.end;
     if reserved(end - 1)? {
         while end < window.end && reserved(end)? {
             end += 1;
         }
     }
-    Ok(start..end)
+    Ok(blocks.start..end)
 }
 
 /// The part of a write of `data` at `offset` below the largest file size

@@ -209,6 +209,23 @@ pub fn check_chmod(creds: &Credentials, inode: &InodeInfo, perm: u16, gid: u32) 
     })
 }
 
+/// The permission bits `perm` of a file whose group is `gid` keep after a
+/// change that drops privileges (a write, truncate or fallocate by a
+/// caller without CAP_FSETID, or a chown: should_remove_suid and
+/// setattr_should_drop_sgid): set-user-ID goes; set-group-ID goes when the
+/// group may execute, or when `changer` is neither in that group nor
+/// privileged (`None`: a trusted changer, taken as in the group).
+pub fn without_privileges(perm: u16, gid: u32, changer: Option<&Credentials>) -> u16 {
+    let sgid = libc::S_ISGID as u16;
+    let perm = perm & !(libc::S_ISUID as u16);
+    let group_exec = perm & libc::S_IXGRP as u16 != 0;
+    if group_exec || changer.is_some_and(|creds| !creds.may_keep_sgid(gid)) {
+        perm & !sgid
+    } else {
+        perm
+    }
+}
+
 /// Setting times to given values (setattr_prepare with ATTR_*_SET): the
 /// owner or a privileged caller only.
 pub fn check_set_times(creds: &Credentials, inode: &InodeInfo) -> Result<()> {

@@ -162,8 +162,8 @@ pub const TUNABLES: &[TunableInfo] = &[
     info(
         "extent_zeroout_len",
         "f2fuse's own (not the kernel's): a write into preallocated space writes zeros to \
-         the preallocated blocks around it, up to this many blocks aligned, so they get \
-         real blocks that later writes rewrite in place (0: off)",
+         the preallocated blocks after it, up to the end of its aligned window of this many \
+         blocks, so they get real blocks that later writes rewrite in place (0: off)",
         0,
         MAX_ZEROOUT_BLOCKS,
     ),

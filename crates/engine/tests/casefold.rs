@@ -17,6 +17,7 @@ use support::*;
 const NO_FLAGS: RenameFlags = RenameFlags {
     noreplace: false,
     exchange: false,
+    whiteout: false,
 };
 
 fn ours(scratch: &Scratch, strict: bool) -> PathBuf {

@@ -82,7 +82,7 @@ fn flags_are_stored_reported_and_refused_like_f2fs() {
         assert_eq!(flags_of(&fs, dir), INLINE_DATA | INDEX);
 
         let before = fs.inode(file).unwrap().ctime;
-        std::thread::sleep(std::time::Duration::from_millis(10));
+        std::thread::sleep(std::time::Duration::from_millis(20));
         // What chattr writes back includes the reported-only bits: ignored.
         fs.set_flags(file, INLINE_DATA | NODUMP | NOATIME | SYNC)
             .unwrap();

@@ -8,7 +8,7 @@ use f2fuse_engine::data::BlockMapper;
 use f2fuse_engine::device::IoKind;
 use f2fuse_engine::fs::SetAttr;
 use f2fuse_engine::mkfs::{format_path, MkfsOptions};
-use f2fuse_engine::{FallocMode, Fs, OpenOptions};
+use f2fuse_engine::{FallocMode, Fs, OpenOptions, SeekTarget};
 use f2fuse_layout::{CursegType, F2FS_ROOT_INO as ROOT, NEW_ADDR, NULL_ADDR};
 use std::path::{Path, PathBuf};
 use support::*;
@@ -338,19 +338,32 @@ fn a_write_into_reservations_zeroes_a_chunk_that_later_writes_reuse() {
     fs.write(ino, 70 * BS as u64, &block(5, 1)).unwrap();
     fs.fsync(ino).unwrap();
     let addrs = addresses(&fs, ino, 256);
-    // Blocks 64..128 are real and contiguous; the rest stays reserved.
-    assert!((64..128).all(|b| addrs[b] != NEW_ADDR));
-    assert!(addrs[64..128].windows(2).all(|w| w[1] == w[0] + 1));
-    assert!(addrs[..64]
+    // Blocks 70..128 (the write to its window's end) are real and
+    // contiguous; the rest stays reserved, so SEEK_DATA from the start
+    // finds the written block, as in the kernel.
+    assert!((70..128).all(|b| addrs[b] != NEW_ADDR));
+    assert!(addrs[70..128].windows(2).all(|w| w[1] == w[0] + 1));
+    assert!(addrs[..70]
         .iter()
         .chain(&addrs[128..])
         .all(|&a| a == NEW_ADDR));
+    assert_eq!(fs.seek(ino, 0, SeekTarget::Data).unwrap(), 70 * BS as u64);
+    assert_eq!(
+        fs.seek(ino, 0, SeekTarget::Hole).unwrap(),
+        256 * BS as u64,
+        "reserved blocks are no hole"
+    );
+    // A write before the chunk zeroes out up to it.
+    fs.write(ino, 66 * BS as u64, &block(4, 1)).unwrap();
+    let addrs = addresses(&fs, ino, 256);
+    assert!(addrs[65] == NEW_ADDR && (66..128).all(|b| addrs[b] != NEW_ADDR));
     assert_eq!(fs.inode(ino).unwrap().blocks, blocks_before);
     // A later small fsync'd write in the chunk goes in place.
     fs.write(ino, 100 * BS as u64, &block(6, 1)).unwrap();
     fs.fsync(ino).unwrap();
     assert_eq!(addresses(&fs, ino, 256), addrs);
     let mut expect = vec![0u8; 256 * BS];
+    expect[66 * BS..67 * BS].fill(4);
     expect[70 * BS..71 * BS].fill(5);
     expect[100 * BS..101 * BS].fill(6);
     assert_eq!(read_all(&fs, ino, 256 * BS), expect);

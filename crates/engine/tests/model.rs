@@ -1450,6 +1450,7 @@ impl Harness {
         let rf = RenameFlags {
             noreplace: matches!(flags, RFlags::NoReplace | RFlags::Both),
             exchange: matches!(flags, RFlags::Exchange | RFlags::Both),
+            whiteout: false,
         };
         let got = self.fs().rename(self.ino(p1), &n1, self.ino(p2), &n2, rf);
         let what = format!(

@@ -345,6 +345,48 @@ fn attribute_changes_follow_setattr_prepare() {
     });
 }
 
+/// Privileges dropped by a data change (`kill_privileges`: a write,
+/// truncate or fallocate by a caller without CAP_FSETID) take
+/// set-group-ID from a file without group execute too when the caller is
+/// outside the file's group (setattr_should_drop_sgid); members (also
+/// through a supplementary group) keep it; the rule is the same whether
+/// the engine checks permissions or not.
+#[test]
+fn dropped_privileges_take_set_group_id_from_callers_outside_the_group() {
+    with_fs("perm-kill-sgid", |fs| {
+        let kill = SetAttr {
+            kill_privileges: true,
+            ..SetAttr::default()
+        };
+        let (outsider, group_member) = (other(), member());
+        for checked in [true, false] {
+            let view = |creds| {
+                if checked {
+                    fs.as_user(creds)
+                } else {
+                    fs.as_user_unchecked(creds)
+                }
+            };
+            for (mode, who, kept) in [
+                (0o2666, &outsider, 0o666),
+                (0o2666, &group_member, 0o2666),
+                (0o6666, &group_member, 0o2666),
+                (0o2676, &group_member, 0o676),
+            ] {
+                let name = format!("f{mode:o}-{}-{checked}", who.uid);
+                let f = fs
+                    .create(ROOT, name.as_bytes(), mode, OWNER, GROUP)
+                    .unwrap();
+                let after = view(who).setattr(f.ino, &kill).unwrap();
+                assert_eq!(after.mode & 0o7777, kept, "{name}");
+            }
+        }
+        // A trusted caller (no credentials) counts as in the group.
+        let f = fs.create(ROOT, b"trusted", 0o2666, OWNER, GROUP).unwrap();
+        assert_eq!(fs.setattr(f.ino, &kill).unwrap().mode & 0o7777, 0o2666);
+    });
+}
+
 #[test]
 fn xattrs_acls_and_flags_need_their_rights() {
     with_fs("perm-xattr", |fs| {

@@ -125,6 +125,7 @@ fn namespace_changes_stay_consistent() {
             RenameFlags {
                 noreplace: true,
                 exchange: false,
+                whiteout: false,
             },
         )
         .unwrap_err();
@@ -136,6 +137,7 @@ fn namespace_changes_stay_consistent() {
             RenameFlags {
                 noreplace: false,
                 exchange: true,
+                whiteout: false,
             },
         )
         .unwrap();
@@ -262,9 +264,79 @@ fn link_count_limit_gives_emlink() {
     assert_eq!(err.to_errno(), libc::EMLINK, "{err}");
 }
 
+/// RENAME_WHITEOUT (f2fs_create_whiteout): the old name becomes a
+/// character device 0:0 with mode 0, in the same change; owned by the
+/// caller (the directory's group under a set-group-ID one); refused with
+/// RENAME_EXCHANGE, for unprivileged callers, and with nothing changed when
+/// the rename fails.
+#[test]
+fn rename_whiteout_leaves_a_whiteout_at_the_old_name() {
+    if !require_f2fs_tools() {
+        return;
+    }
+    let scratch = Scratch::new("rename-whiteout");
+    let img = fresh(&scratch, "", 64 << 20);
+    let whiteout = RenameFlags {
+        whiteout: true,
+        ..RenameFlags::default()
+    };
+    {
+        let fs = open_writable(&img);
+        let f = fs.create(ROOT, b"file", 0o644, 0, 0).unwrap();
+        fs.write(f.ino, 0, b"data").unwrap();
+        let upper = fs.mkdir(ROOT, b"upper", 0o2775, 0, 50).unwrap();
+        fs.mkdir(ROOT, b"dir", 0o755, 0, 0).unwrap();
+        fs.rename(ROOT, b"file", upper.ino, b"moved", whiteout)
+            .unwrap();
+        let dir_creds = f2fuse_engine::Credentials::new(0, 7, vec![]);
+        fs.as_user(&dir_creds)
+            .rename(ROOT, b"dir", upper.ino, b"dir", whiteout)
+            .unwrap();
+        // Onto an existing name: replaced, and the whiteout made.
+        fs.create(upper.ino, b"a", 0o600, 0, 0).unwrap();
+        fs.create(upper.ino, b"b", 0o600, 0, 0).unwrap();
+        fs.as_user(&dir_creds)
+            .rename(upper.ino, b"a", upper.ino, b"b", whiteout)
+            .unwrap();
+        // Refusals leave the names as they were.
+        let noreplace = RenameFlags {
+            noreplace: true,
+            ..whiteout
+        };
+        let err = fs.rename(upper.ino, b"moved", upper.ino, b"b", noreplace);
+        assert_eq!(err.unwrap_err().to_errno(), libc::EEXIST);
+        let exchange = RenameFlags {
+            exchange: true,
+            ..whiteout
+        };
+        let err = fs.rename(upper.ino, b"moved", upper.ino, b"b", exchange);
+        assert_eq!(err.unwrap_err().to_errno(), libc::EINVAL);
+        let user = f2fuse_engine::Credentials::new(1000, 1000, vec![]);
+        let err = fs
+            .as_user(&user)
+            .rename(upper.ino, b"moved", upper.ino, b"c", whiteout);
+        assert_eq!(err.unwrap_err().to_errno(), libc::EPERM);
+        assert_eq!(fs.lookup(upper.ino, b"moved").unwrap().ino, f.ino);
+        fs.unmount().unwrap();
+    }
+    assert_fsck(&img, "renames with whiteouts");
+    let fs = open_read_only(&img);
+    for (path, owner) in [("/file", (0, 0)), ("/dir", (0, 7)), ("/upper/a", (0, 50))] {
+        let w = fs.resolve(path).unwrap();
+        assert_eq!(w.kind, FileKind::CharDevice, "{path}");
+        assert_eq!((w.mode & 0o7777, w.rdev, w.links), (0, (0, 0), 1), "{path}");
+        assert_eq!((w.uid, w.gid), owner, "{path}");
+    }
+    assert_eq!(read_all(&fs, "/upper/moved"), b"data");
+    assert_eq!(fs.resolve("/upper/dir").unwrap().kind, FileKind::Directory);
+    assert_eq!(fs.resolve("/upper/b").unwrap().kind, FileKind::Regular);
+    assert_eq!(fs.resolve("/upper").unwrap().links, 3);
+}
+
 /// `kill_privileges` (the VFS's ATTR_KILL_SUID/SGID/PRIV, which a FUSE
 /// daemon with FUSE_HANDLE_KILLPRIV_V2 applies itself): set-user-ID goes,
-/// set-group-ID only with group execute, file capabilities go, directories
+/// set-group-ID only with group execute for a trusted caller (one outside
+/// the group loses it too: tests/permissions.rs), file capabilities go, directories
 /// keep theirs; a chown with it is one change.
 #[test]
 fn kill_privileges_clears_setid_bits_and_capabilities() {

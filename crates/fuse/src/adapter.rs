@@ -512,20 +512,31 @@ impl F2fsFuse {
         who.setattr(ino, attr).map_err(|e| errno(&e))
     }
 
+    /// The requesting process's credentials for a change of `inode` that
+    /// may drop its privileges: whether set-group-ID stays can depend on
+    /// the supplementary groups (`without_privileges`), which `caller`
+    /// leaves out when the kernel checks permissions.
+    fn changer(&self, req: &Request, inode: &InodeInfo) -> Credentials {
+        let (sgid, group_exec) = (libc::S_ISGID as u16, libc::S_IXGRP as u16);
+        let sgid_only = inode.mode & (sgid | group_exec) == sgid;
+        let groups_decide = sgid_only && inode.gid != req.gid();
+        credentials(req, !self.cfg.default_permissions || groups_decide)
+    }
+
     /// What the VFS does before a caller without CAP_FSETID changes a
     /// file's data (file_remove_privs): drops set-user-ID, set-group-ID
     /// and file capabilities. With FUSE_HANDLE_KILLPRIV_V2 the kernel
     /// leaves that to us and keeps the mode it has cached, so that is
     /// invalidated when the mode changed.
     fn remove_privileges(&self, req: &Request, ino: u32) -> Res<()> {
-        let before = self.inode(ino)?.mode;
+        let before = self.inode(ino)?;
         let kill = SetAttr {
             kill_privileges: true,
             ..SetAttr::default()
         };
-        let creds = self.caller(req);
+        let creds = self.changer(req, &before);
         let after = self.do_setattr(self.as_user(&creds), ino, &kill)?;
-        if after.mode != before {
+        if after.mode != before.mode {
             self.shared.forget_attributes(ino);
         }
         Ok(())
@@ -1031,7 +1042,7 @@ impl Filesystem for F2fsFuse {
         reply: ReplyAttr,
     ) {
         let ino = ino_or_reply!(ino, reply);
-        let creds = self.caller(req);
+        let mut creds = self.caller(req);
         let attr = SetAttr {
             mode: mode.map(|m| (m & 0o7777) as u16),
             uid,
@@ -1049,6 +1060,11 @@ impl Filesystem for F2fsFuse {
             // records the times of writes through it.
             through_writable_file: fh.is_some(),
         };
+        if attr.kill_privileges {
+            if let Ok(inode) = self.inode(ino) {
+                creds = self.changer(req, &inode);
+            }
+        }
         self.shared.change();
         let result = self.do_setattr(self.as_user(&creds), ino, &attr);
         if result.is_ok() && (mode.is_some() || uid.is_some() || gid.is_some()) {
@@ -1153,14 +1169,16 @@ impl Filesystem for F2fsFuse {
     ) {
         let parent = ino_or_reply!(parent, reply);
         let newparent = ino_or_reply!(newparent, reply);
-        let known = RenameFlags::RENAME_NOREPLACE | RenameFlags::RENAME_EXCHANGE;
+        let known = RenameFlags::RENAME_NOREPLACE
+            | RenameFlags::RENAME_EXCHANGE
+            | RenameFlags::RENAME_WHITEOUT;
         if !known.contains(flags) {
-            // RENAME_WHITEOUT is for overlay file systems.
             return reply.error(Errno::EINVAL);
         }
         let engine_flags = EngineRenameFlags {
             noreplace: flags.contains(RenameFlags::RENAME_NOREPLACE),
             exchange: flags.contains(RenameFlags::RENAME_EXCHANGE),
+            whiteout: flags.contains(RenameFlags::RENAME_WHITEOUT),
         };
         self.shared.change();
         let creds = self.caller(req);

@@ -37,7 +37,8 @@ pub struct MountConfig {
     pub kernel_flags: Vec<String>,
     /// Name shown as the source in /proc/mounts (default: the image path).
     pub fsname: Option<String>,
-    /// The type is shown as `fuse.SUBTYPE` (default `f2fuse`).
+    /// The type is shown as `fuse.SUBTYPE` (default `f2fuse`); empty: plain
+    /// `fuse`, which harnesses written for any FUSE file system look for.
     pub subtype: String,
     /// Which reads update access times (`relatime` by default,
     /// `strictatime`, `noatime`): FUSE leaves atime to the daemon.
@@ -123,7 +124,7 @@ pub const DEFAULT_IMAGE_READ_AHEAD_KB: u32 = 16 * 1024;
 pub const OPTIONS_HELP: &str = "ro, rw, allow_other, default_permissions, threads=N, \
      writeback_cache, no_writeback_cache, write_behind, no_write_behind, ttl=SECS, fsname=NAME, read_ahead_kb=KIB, \
      image_read_ahead_kb=KIB, \
-     subtype=NAME, max_ratio=PCT, max_bytes=BYTES, strict_limit=0|1, relatime, strictatime, the kernel flags dev, nodev, \
+     subtype=[NAME], max_ratio=PCT, max_bytes=BYTES, strict_limit=0|1, relatime, strictatime, the kernel flags dev, nodev, \
      suid, nosuid, exec, noexec, atime, noatime, sync, async, dirsync, and the f2fs tunables as \
      NAME=VALUE (max_victim_search, gc_idle, gc_urgent, gc_urgent_sleep_time, gc_min_sleep_time, \
      gc_max_sleep_time, gc_no_gc_sleep_time, cp_interval, reclaim_segments, min_ssr_sections, \
@@ -224,9 +225,7 @@ impl MountConfig {
                 self.tunables.push((name.to_string(), value));
             }
             ("fsname", Some(v)) if !v.is_empty() => self.fsname = Some(v.to_string()),
-            ("subtype", Some(v)) if !v.is_empty() && !v.contains(',') => {
-                self.subtype = v.to_string()
-            }
+            ("subtype", Some(v)) if !v.contains(',') => self.subtype = v.to_string(),
             (name, None) if f2fuse_engine::fs::enforcement_bit(name).is_some() => {
                 self.quota_enforced |= f2fuse_engine::fs::enforcement_bit(name).unwrap_or(0);
             }
@@ -348,6 +347,8 @@ mod tests {
         );
         c.apply_options("strictatime").unwrap();
         assert_eq!(c.atime, AtimePolicy::Strict);
+        c.apply_options("subtype=").unwrap();
+        assert_eq!(c.subtype, "");
         assert!(c.kernel_flags.is_empty());
         assert!(c.write_behind);
         c.apply_options("no_write_behind").unwrap();
@@ -399,7 +400,6 @@ mod tests {
             "ro=1",
             "ttl=-1",
             "fsname=",
-            "subtype=",
             "gc_urgent=4",
             "max_victim_search=0",
             "max_victim_search=x",

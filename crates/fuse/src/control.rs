@@ -6,7 +6,7 @@
 //! of mode 0700 owned by the mount's owner; the socket (mode 0600) is named
 //! after a hash of the mount point's canonical path. Clients find the owner
 //! in /proc/self/mountinfo (`user_id=` of the FUSE mount: its type is
-//! `fuse.f2fuse` unless mounted with `-o subtype=`), and the
+//! `fuse.f2fuse` unless mounted with `-o subtype=...`), and the
 //! daemon accepts only peers whose SO_PEERCRED uid is the owner's or 0.
 //!
 //! Protocol: one request line per connection (`VERB[ ARGUMENT]`, at most

@@ -132,15 +132,15 @@ fn is_mount_source(image: &Path) -> bool {
 }
 
 fn fuser_config(image: &Path, cfg: &MountConfig) -> fuser::Config {
-    let mut options = vec![
-        MountOption::FSName(
-            cfg.fsname
-                .clone()
-                .unwrap_or_else(|| image.display().to_string()),
-        ),
-        // Shown as "fuse.SUBTYPE" in /proc/mounts.
-        MountOption::CUSTOM(format!("subtype={}", cfg.subtype)),
-    ];
+    let mut options = vec![MountOption::FSName(
+        cfg.fsname
+            .clone()
+            .unwrap_or_else(|| image.display().to_string()),
+    )];
+    // Shown as "fuse.SUBTYPE" in /proc/mounts; without one as "fuse".
+    if !cfg.subtype.is_empty() {
+        options.push(MountOption::CUSTOM(format!("subtype={}", cfg.subtype)));
+    }
     if cfg.read_only {
         options.push(MountOption::RO);
     }

@@ -10,7 +10,7 @@ use crate::error::{Error, Result};
 use crate::flags::{self, deny_if_immutable, deny_if_locked};
 use crate::inline;
 use crate::inode::{set_atime, set_ctime, set_mtime, FileKind, InodeInfo, Timestamp};
-use crate::perm::Credentials;
+use crate::perm::{without_privileges, Credentials};
 use crate::xattr::{self, SetMode};
 use f2fuse_layout::*;
 use std::ops::Range;
@@ -37,8 +37,10 @@ pub struct SetAttr {
     /// the one it gave the change.
     pub ctime: Option<Timestamp>,
     /// Also drop privileges as the VFS does for ATTR_KILL_SUID/SGID/PRIV
-    /// (a write, truncate or chown by someone without CAP_FSETID, or any
-    /// chown): clear set-user-ID, set-group-ID if group-executable, and the
+    /// (a write, truncate or fallocate by someone without CAP_FSETID, or
+    /// any chown): clear set-user-ID, set-group-ID if group-executable or
+    /// the changer is outside the file's group
+    /// ([`without_privileges`](crate::perm::without_privileges)), and the
     /// `security.capability` xattr. Directories are left alone.
     pub kill_privileges: bool,
     /// The change comes through a file opened for writing (ftruncate, or a
@@ -103,16 +105,6 @@ impl SetAttr {
 
 /// File capabilities, dropped with set-user-ID (see `SetAttr::kill_privileges`).
 const CAPABILITY_XATTR: &[u8] = b"security.capability";
-
-/// Permission bits without set-user-ID, and without set-group-ID when the
-/// group may execute (otherwise it marks mandatory locking, which stays).
-fn without_privileges(perm: u16) -> u16 {
-    let mut perm = perm & !(libc::S_ISUID as u16);
-    if perm & libc::S_IXGRP as u16 != 0 {
-        perm &= !(libc::S_ISGID as u16);
-    }
-    perm
-}
 
 /// EISDIR for a directory, EINVAL for other files that are not regular
 /// (what write(2) and truncate(2) answer).
@@ -356,14 +348,17 @@ impl Fs {
     /// Changes attributes; returns the inode afterwards. A size change
     /// holds the whole file (no write or read of it runs meanwhile).
     pub fn setattr(&self, ino: u32, attr: &SetAttr) -> Result<InodeInfo> {
-        self.setattr_for(ino, attr, None)
+        self.setattr_for(ino, attr, None, None)
     }
 
+    /// `setattr` checked for `caller` (if given), made by `changer` (whose
+    /// groups decide whether dropped privileges take set-group-ID).
     pub(super) fn setattr_for(
         &self,
         ino: u32,
         attr: &SetAttr,
         caller: Option<&Credentials>,
+        changer: Option<&Credentials>,
     ) -> Result<InodeInfo> {
         self.healthy_writer()?;
         let _range = attr
@@ -387,9 +382,11 @@ impl Fs {
             }
             self.check_owner_transfer(&inode, attr.uid, attr.gid)?;
             let kill = attr.kill_privileges && inode.kind != FileKind::Directory;
+            // The group before a chown decides (chown_common).
+            let gid = inode.gid;
             let mode = match attr.mode {
-                Some(perm) if kill => Some(without_privileges(perm)),
-                None if kill => Some(without_privileges(inode.mode & 0o7777))
+                Some(perm) if kill => Some(without_privileges(perm, gid, changer)),
+                None if kill => Some(without_privileges(inode.mode & 0o7777, gid, changer))
                     .filter(|&perm| perm != inode.mode & 0o7777),
                 other => other,
             };

@@ -12,7 +12,7 @@ use crate::error::{Error, Result};
 use crate::flags::{deny_if_immutable, deny_if_locked};
 use crate::inline;
 use crate::inode::{create_inode, set_ctime, Ctx, FileKind, InodeInfo, NewInode, Timestamp};
-use crate::perm::{Access, Credentials};
+use crate::perm::{self, Access, Credentials};
 use crate::xattr::{self, SetMode};
 use f2fuse_layout::*;
 
@@ -21,6 +21,10 @@ use f2fuse_layout::*;
 pub struct RenameFlags {
     pub noreplace: bool,
     pub exchange: bool,
+    /// RENAME_WHITEOUT (overlayfs): the old name becomes a whiteout, a
+    /// character device 0:0 with mode 0, in the same change (as
+    /// f2fs_create_whiteout).
+    pub whiteout: bool,
 }
 
 fn check_name(name: &[u8]) -> Result<()> {
@@ -461,22 +465,24 @@ impl Fs {
         new_name: &[u8],
         flags: RenameFlags,
     ) -> Result<()> {
-        self.rename_for(parent, name, new_parent, new_name, flags, None)
+        self.rename_for((parent, name), (new_parent, new_name), flags, None, None)
     }
 
+    /// `rename` of `(parent, name)` to `(new_parent, new_name)` checked for
+    /// `caller` (if given); a whiteout belongs to `owner` as a new inode
+    /// would (`None`: root).
     pub(super) fn rename_for(
         &self,
-        parent: u32,
-        name: &[u8],
-        new_parent: u32,
-        new_name: &[u8],
+        (parent, name): (u32, &[u8]),
+        (new_parent, new_name): (u32, &[u8]),
         flags: RenameFlags,
         caller: Option<&Credentials>,
+        owner: Option<&Credentials>,
     ) -> Result<()> {
-        if flags.noreplace && flags.exchange {
+        if flags.exchange && (flags.noreplace || flags.whiteout) {
             return Err(Error::errno(
                 libc::EINVAL,
-                "RENAME_NOREPLACE with RENAME_EXCHANGE",
+                "RENAME_EXCHANGE with RENAME_NOREPLACE or RENAME_WHITEOUT",
             ));
         }
         self.mutate(|ctx| {
@@ -584,6 +590,31 @@ impl Fs {
                     ));
                 }
             }
+            if let Some(victim) = replaced.as_ref().filter(|_| !flags.exchange) {
+                let victim_dir = victim.kind == FileKind::Directory;
+                if moving_dir && !victim_dir {
+                    return Err(Error::errno(
+                        libc::ENOTDIR,
+                        String::from_utf8_lossy(new_name),
+                    ));
+                }
+                if !moving_dir && victim_dir {
+                    return Err(Error::errno(
+                        libc::EISDIR,
+                        String::from_utf8_lossy(new_name),
+                    ));
+                }
+                if victim_dir && !dir::is_empty_dir(ctx, victim)? {
+                    return Err(Error::errno(
+                        libc::ENOTEMPTY,
+                        String::from_utf8_lossy(new_name),
+                    ));
+                }
+            }
+            let whiteout = match flags.whiteout {
+                true => Some(self.new_whiteout(ctx, &old_dir, name, owner)?),
+                false => None,
+            };
             let t = ctx.clock.now();
             if flags.exchange {
                 let other = existing.expect("checked");
@@ -619,51 +650,21 @@ impl Fs {
                 self.set_parent_name(ctx, other.info.ino, parent, name, t)?;
                 return Ok(());
             }
-            if let Some(target) = &existing {
-                let victim = ctx.inode(target.info.ino)?;
-                let victim_dir = victim.kind == FileKind::Directory;
-                if moving_dir && !victim_dir {
-                    return Err(Error::errno(
-                        libc::ENOTDIR,
-                        String::from_utf8_lossy(new_name),
-                    ));
+            let moved = (|| {
+                self.move_entry(ctx, (new_parent, new_name), existing.as_ref(), &moving)?;
+                // The old entry may have moved if the directory was converted or rewritten.
+                let old_entry = self.entry_again(ctx, parent, name)?;
+                match whiteout {
+                    Some(ino) => dir::set_link(ctx, parent, &old_entry, ino, file_type::CHRDEV),
+                    None => dir::remove_link(ctx, parent, &old_entry),
                 }
-                if !moving_dir && victim_dir {
-                    return Err(Error::errno(
-                        libc::EISDIR,
-                        String::from_utf8_lossy(new_name),
-                    ));
+            })();
+            if let Err(e) = moved {
+                if let Some(ino) = whiteout {
+                    self.evict(ino)?;
                 }
-                if victim_dir && !dir::is_empty_dir(ctx, &victim)? {
-                    return Err(Error::errno(
-                        libc::ENOTEMPTY,
-                        String::from_utf8_lossy(new_name),
-                    ));
-                }
-                dir::set_link(
-                    ctx,
-                    new_parent,
-                    target,
-                    old.info.ino,
-                    file_type_of_mode(moving.mode).unwrap(),
-                )?;
-                if victim_dir {
-                    ctx.update_inode(victim.ino, |raw| raw.i_links.set(1))?;
-                    self.adjust_links(ctx, new_parent, -1)?;
-                }
-                self.drop_link(ctx, victim.ino)?;
-            } else {
-                dir::add_link(
-                    ctx,
-                    new_parent,
-                    new_name,
-                    old.info.ino,
-                    file_type_of_mode(moving.mode).unwrap(),
-                )?;
+                return Err(e);
             }
-            // The old entry may have moved if the directory was converted or rewritten.
-            let old_entry = self.entry_again(ctx, parent, name)?;
-            dir::remove_link(ctx, parent, &old_entry)?;
             if moving_dir && parent != new_parent {
                 self.set_dotdot(ctx, old.info.ino, new_parent)?;
                 self.adjust_links(ctx, parent, -1)?;
@@ -671,6 +672,52 @@ impl Fs {
             }
             self.set_parent_name(ctx, old.info.ino, new_parent, new_name, t)
         })
+    }
+
+    /// Points `new_name` of `new_parent` at `moving`: a new entry, or the
+    /// replaced one's (whose inode loses the link).
+    fn move_entry(
+        &self,
+        ctx: &Ctx,
+        (new_parent, new_name): (u32, &[u8]),
+        existing: Option<&FoundEntry>,
+        moving: &InodeInfo,
+    ) -> Result<()> {
+        let file_type = file_type_of_mode(moving.mode).expect("valid kind");
+        let Some(target) = existing else {
+            return dir::add_link(ctx, new_parent, new_name, moving.ino, file_type);
+        };
+        let victim = ctx.inode(target.info.ino)?;
+        dir::set_link(ctx, new_parent, target, moving.ino, file_type)?;
+        if victim.kind == FileKind::Directory {
+            ctx.update_inode(victim.ino, |raw| raw.i_links.set(1))?;
+            self.adjust_links(ctx, new_parent, -1)?;
+        }
+        self.drop_link(ctx, victim.ino)
+    }
+
+    /// A whiteout for `name` in `dir` (a character device 0:0, mode 0),
+    /// owned by `owner` (`None`: root) as a new inode there would be;
+    /// not yet linked.
+    fn new_whiteout(
+        &self,
+        ctx: &Ctx,
+        dir: &InodeInfo,
+        name: &[u8],
+        owner: Option<&Credentials>,
+    ) -> Result<u32> {
+        let root = Credentials::root();
+        let (uid, gid, mode) = perm::new_inode_owner(owner.unwrap_or(&root), dir, mode::S_IFCHR);
+        let spec = NewInode {
+            mode,
+            uid,
+            gid,
+            parent: dir.ino,
+            name,
+            rdev: (0, 0),
+        };
+        let dir_level = self.writer().tunables.lock().dir_level;
+        create_inode(ctx, &spec, dir_level, dir)
     }
 
     fn set_dotdot(&self, ctx: &Ctx, dir_ino: u32, new_parent: u32) -> Result<()> {

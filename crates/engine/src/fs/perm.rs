@@ -298,7 +298,8 @@ impl<'a> AsUser<'a> {
 
     /// As unlinking the old name and adding (or replacing) the new one;
     /// moving a directory to another parent also needs write permission on
-    /// it (its ".." changes).
+    /// it (its ".." changes). A whiteout needs a privileged caller
+    /// (CAP_MKNOD) and belongs to it.
     pub fn rename(
         &self,
         parent: u32,
@@ -307,8 +308,12 @@ impl<'a> AsUser<'a> {
         new_name: &[u8],
         flags: RenameFlags,
     ) -> Result<()> {
+        if self.checked && flags.whiteout && !self.creds.is_privileged() {
+            return Err(Error::errno(libc::EPERM, "RENAME_WHITEOUT"));
+        }
+        let (from, to) = ((parent, name), (new_parent, new_name));
         self.fs
-            .rename_for(parent, name, new_parent, new_name, flags, self.caller())
+            .rename_for(from, to, flags, self.caller(), Some(self.creds))
     }
 
     /// chown: only privileged callers give files away, owners may change
@@ -316,8 +321,11 @@ impl<'a> AsUser<'a> {
     /// (S_ISGID dropped for callers outside the file's group); truncating
     /// needs write permission unless `through_writable_file`; times set
     /// to now need ownership or write permission, other times ownership.
+    /// Privileges dropped (`kill_privileges`) take set-group-ID unless the
+    /// caller is in the file's group.
     pub fn setattr(&self, ino: u32, attr: &SetAttr) -> Result<InodeInfo> {
-        self.fs.setattr_for(ino, attr, self.caller())
+        self.fs
+            .setattr_for(ino, attr, self.caller(), Some(self.creds))
     }
 
     /// Extended attribute `name` of `inode` (`trusted.*`: privileged
