@@ -6,7 +6,7 @@ use crate::android::{self, FileContexts, FsConfig, FsConfigEntry, Label};
 use crate::build_compress::CompressArgs;
 use crate::mkfs::parse_uuid;
 use crate::put::{attrs_of, open_source};
-use crate::rw::{self, copy_data, describe, errno_of, fail, show, CopyError};
+use crate::rw::{self, copy_data, describe, fail, refusal_of, show, CopyError};
 use crate::size::{human, parse_size};
 use crate::sparse::RawCopy;
 use clap::Args;
@@ -14,7 +14,7 @@ use f2fuse_engine::fs::TimeSet;
 use f2fuse_engine::mkfs::{format_path, parse_features, MkfsOptions};
 use f2fuse_engine::sparse::is_sparse_file;
 use f2fuse_engine::xattr::SetMode;
-use f2fuse_engine::{FileKind, Fs, Timestamp};
+use f2fuse_engine::{ErrorKind, FileKind, Fs, Timestamp};
 use f2fuse_layout::F2FS_ROOT_INO;
 use indicatif::{ProgressBar, ProgressStyle};
 use std::collections::{HashMap, HashSet};
@@ -455,7 +455,7 @@ impl Builder<'_> {
     ) -> Result<Option<u32>, String> {
         let entry = match self.fs.lookup(dir, name) {
             Ok(e) => e,
-            Err(e) if errno_of(&e) == Some(libc::ENOENT) => return Ok(None),
+            Err(e) if refusal_of(&e) == Some(ErrorKind::NotFound) => return Ok(None),
             Err(e) => return Err(fail(shown, &e)),
         };
         match (entry.kind == FileKind::Directory, is_dir) {
@@ -510,7 +510,12 @@ impl Builder<'_> {
             }
             match self.fs.set_xattr(ino, &name, &value, SetMode::Any) {
                 Ok(()) => {}
-                Err(e) if matches!(errno_of(&e), Some(libc::E2BIG) | Some(libc::ERANGE)) => {
+                Err(e)
+                    if matches!(
+                        refusal_of(&e),
+                        Some(ErrorKind::TooBig) | Some(ErrorKind::BufferTooSmall)
+                    ) =>
+                {
                     self.warnings.push(format!(
                         "{}: xattr {} not copied: {}",
                         path.display(),

@@ -8,7 +8,7 @@ use crate::size::parse_size;
 use clap::{Args, ValueEnum};
 use f2fuse_engine::device::{BlockDevice, Device, MemDevice};
 use f2fuse_engine::mkfs::{format, MkfsOptions};
-use f2fuse_engine::{tunables, Error, Fs};
+use f2fuse_engine::{tunables, Error, ErrorKind, Fs};
 use f2fuse_layout::F2FS_ROOT_INO as ROOT;
 use std::io;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -197,7 +197,7 @@ fn fill_w2(fs: &Fs, target: u64, block: &[u8]) -> Result<Vec<u32>, Error> {
         match add_w2_file(fs, files.len() as u64, &mut dir, &content) {
             Ok(ino) => files.push(ino),
             // As the bench: a full file system ends the fill phase.
-            Err(e) if e.to_errno() == libc::ENOSPC => break,
+            Err(e) if e.kind() == ErrorKind::NoSpace => break,
             Err(e) => return Err(e),
         }
     }
@@ -216,7 +216,7 @@ fn add_w2_file(fs: &Fs, n: u64, dir: &mut u32, content: &[u8]) -> Result<u32, Er
         Ok(len) if len == content.len() => Ok(f.ino),
         Ok(_) => {
             fs.unlink(*dir, name.as_bytes())?;
-            Err(Error::errno(libc::ENOSPC, "short write"))
+            Err(Error::new(ErrorKind::NoSpace, "short write"))
         }
         Err(e) => {
             fs.unlink(*dir, name.as_bytes())?;

@@ -2,7 +2,7 @@
 //! before use, and decoding it into the attributes callers need.
 
 use crate::device::Block;
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorKind, Result};
 use crate::extent_cache::Snapshot;
 use crate::node::{NodeExpect, NodeManager};
 use f2fuse_layout::compress::InodeCompression;
@@ -546,7 +546,7 @@ fn has_extension(name: &[u8], exts: &[String]) -> bool {
 /// where the owner's inode limit is reached.
 pub fn create_inode(ctx: &Ctx, spec: &NewInode, dir_level: u8, parent: &InodeInfo) -> Result<u32> {
     let kind = FileKind::from_mode(spec.mode)
-        .ok_or_else(|| Error::errno(libc::EINVAL, format!("mode {:#o}", spec.mode)))?;
+        .ok_or_else(|| Error::new(ErrorKind::InvalidArgument, format!("mode {:#o}", spec.mode)))?;
     let dir = kind == FileKind::Directory;
     let features = ctx.check.features;
     let projid = if parent.flags & inode_flag::PROJINHERIT != 0 {

@@ -41,7 +41,7 @@ mod write_behind;
 pub mod xattr;
 
 pub use data::{FallocMode, SeekTarget};
-pub use error::{Error, Result};
+pub use error::{Error, ErrorKind, Result};
 pub use fs::{AsUser, Fs, OpenOptions, StatFs};
 pub use inode::{FileKind, InodeInfo, Timestamp};
 pub use perm::{Access, Credentials};

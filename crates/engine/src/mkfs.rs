@@ -10,7 +10,7 @@
 //! leaves no valid file system.
 
 use crate::device::{Device, FileDevice, FileDeviceOptions, IoKind};
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorKind, Result};
 use f2fuse_layout::casefold::{F2FS_ENC_STRICT_MODE_FL, F2FS_ENC_UTF8_12_1};
 use f2fuse_layout::checkpoint::{
     encode_compacted_summaries, new_checkpoint_block, seal_checkpoint_block, Checkpoint,
@@ -103,7 +103,12 @@ pub fn parse_features(list: &str) -> Result<u32> {
             .iter()
             .find(|(n, _)| *n == name)
             .map(|(_, b)| *b)
-            .ok_or_else(|| Error::errno(libc::EINVAL, format!("unknown feature {name:?}")))?;
+            .ok_or_else(|| {
+                Error::new(
+                    ErrorKind::InvalidArgument,
+                    format!("unknown feature {name:?}"),
+                )
+            })?;
         bits |= bit;
     }
     Ok(bits)
@@ -138,8 +143,8 @@ pub fn format_path(path: &Path, size: Option<u64>, opts: &MkfsOptions) -> Result
             (Some(s), _) => s,
             (None, Ok(m)) => m.len(),
             (None, Err(_)) => {
-                return Err(Error::errno(
-                    libc::EINVAL,
+                return Err(Error::new(
+                    ErrorKind::InvalidArgument,
                     format!(
                         "{} does not exist: give a size to create it",
                         path.display()
@@ -157,8 +162,8 @@ pub fn format_path(path: &Path, size: Option<u64>, opts: &MkfsOptions) -> Result
             .map_err(|e| Error::io(format!("sizing {}", path.display()), e))?;
         zeroed = true;
     } else if size.is_some() {
-        return Err(Error::errno(
-            libc::EINVAL,
+        return Err(Error::new(
+            ErrorKind::InvalidArgument,
             format!("{} is a device: its size cannot be set", path.display()),
         ));
     }
@@ -183,8 +188,8 @@ pub fn format(dev: &Device, opts: &MkfsOptions, known_zero: bool) -> Result<Mkfs
         )));
     }
     if opts.features & NEEDS_EXTRA_ATTR != 0 && opts.features & feature::EXTRA_ATTR == 0 {
-        return Err(Error::errno(
-            libc::EINVAL,
+        return Err(Error::new(
+            ErrorKind::InvalidArgument,
             format!(
                 "features {} need extra_attr",
                 feature::describe(opts.features & NEEDS_EXTRA_ATTR)
@@ -207,7 +212,7 @@ pub fn format(dev: &Device, opts: &MkfsOptions, known_zero: bool) -> Result<Mkfs
         secs_per_zone: opts.secs_per_zone,
         overprovision_ratio: opts.overprovision_ratio,
     })
-    .map_err(|e| Error::errno(libc::EINVAL, e.to_string()))?;
+    .map_err(|e| Error::new(ErrorKind::InvalidArgument, e.to_string()))?;
     let now = opts.timestamp.unwrap_or_else(|| {
         std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -452,7 +457,7 @@ fn build_superblock(geo: &Geometry, opts: &MkfsOptions, uuid: [u8; 16]) -> Resul
     sb.meta_ino.set(F2FS_META_INO);
     sb.uuid = uuid;
     sb.set_volume_label(&opts.label)
-        .map_err(|e| Error::errno(libc::EINVAL, e.detail))?;
+        .map_err(|e| Error::new(ErrorKind::InvalidArgument, e.detail))?;
     for (slot, ext) in DEFAULT_COLD_EXTENSIONS
         .iter()
         .chain(DEFAULT_HOT_EXTENSIONS)
@@ -476,8 +481,12 @@ fn build_superblock(geo: &Geometry, opts: &MkfsOptions, uuid: [u8; 16]) -> Resul
         }
     }
     sb.update_checksum();
-    sb.validate()
-        .map_err(|e| Error::errno(libc::EINVAL, format!("internal layout error: {e}")))?;
+    sb.validate().map_err(|e| {
+        Error::new(
+            ErrorKind::InvalidArgument,
+            format!("internal layout error: {e}"),
+        )
+    })?;
     Ok(sb)
 }
 

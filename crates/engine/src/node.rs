@@ -18,7 +18,7 @@
 
 use crate::checkpoint::CheckpointState;
 use crate::device::{Block, Device, IoKind};
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorKind, Result};
 use crate::extent_cache::ExtentCache;
 use crate::lock_order::{self, Level};
 use crate::stats::ShardedCounters;
@@ -565,7 +565,7 @@ impl NodeManager {
                     return Ok(nid);
                 }
                 if nat.scanned_blocks >= self.nat_blocks_per_copy {
-                    return Err(Error::errno(libc::ENOSPC, "no free node id left"));
+                    return Err(Error::new(ErrorKind::NoSpace, "no free node id left"));
                 }
             }
             self.scan_free_nids()?;

@@ -7,7 +7,7 @@
 //! under its locks, reading an access ACL only when the rules need it.
 
 use crate::acl::Acl;
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorKind, Result};
 use crate::flags::{is_append_only, is_immutable};
 use crate::inode::{FileKind, InodeInfo};
 use std::ops::BitOr;
@@ -91,14 +91,17 @@ impl BitOr for Access {
 }
 
 fn denied(inode: &InodeInfo, want: Access) -> Error {
-    Error::errno(
-        libc::EACCES,
+    Error::new(
+        ErrorKind::PermissionDenied,
         format!("inode {}: access {:o} denied", inode.ino, want.bits()),
     )
 }
 
 fn not_permitted(inode: &InodeInfo, what: &str) -> Error {
-    Error::errno(libc::EPERM, format!("inode {}: {what}", inode.ino))
+    Error::new(
+        ErrorKind::NotPermitted,
+        format!("inode {}: {what}", inode.ino),
+    )
 }
 
 /// inode_permission without the read-only check: writing an immutable
@@ -266,7 +269,7 @@ pub fn check_xattr(
         if writing {
             not_permitted(inode, what)
         } else {
-            Error::errno(libc::ENODATA, format!("inode {}: {what}", inode.ino))
+            Error::new(ErrorKind::NoData, format!("inode {}: {what}", inode.ino))
         }
     };
     if writing && (is_immutable(inode) || is_append_only(inode)) {

@@ -10,7 +10,7 @@
 //! by the file's length, never by a stored count alone.
 
 use crate::device::BlockDevice;
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorKind, Result};
 use f2fuse_layout::Corrupt;
 use std::fs::File;
 use std::io;
@@ -495,14 +495,14 @@ pub fn write_sparse(raw: &File, out: &File) -> Result<()> {
         .map_err(|e| Error::io("sizing the raw image", e))?
         .len();
     if !len.is_multiple_of(BLOCK as u64) {
-        return Err(Error::errno(
-            libc::EINVAL,
+        return Err(Error::new(
+            ErrorKind::InvalidArgument,
             format!("raw image of {len} bytes: not a whole number of 4 KiB blocks"),
         ));
     }
     let total_blks = u32::try_from(len / BLOCK as u64).map_err(|_| {
-        Error::errno(
-            libc::EFBIG,
+        Error::new(
+            ErrorKind::FileTooLarge,
             format!("raw image of {len} bytes: a sparse image holds at most 2^32 - 1 blocks"),
         )
     })?;

@@ -43,7 +43,7 @@ use f2fuse_engine::compress::{CompressMode, CompressOptions};
 use f2fuse_engine::fs::{RenameFlags, SetAttr, TimeSet};
 use f2fuse_engine::mkfs::{format_path, parse_features, MkfsOptions};
 use f2fuse_engine::xattr::SetMode;
-use f2fuse_engine::{Error, FallocMode, FileKind, Fs, OpenOptions, Timestamp};
+use f2fuse_engine::{Error, ErrorKind, FallocMode, FileKind, Fs, OpenOptions, Timestamp};
 use f2fuse_layout::compress::CompressAlgorithm;
 use f2fuse_layout::node::{max_file_blocks, AddrCounts};
 use f2fuse_layout::{inode_flag, F2FS_ROOT_INO};
@@ -1231,11 +1231,11 @@ impl Harness {
                 self.stats.ok += 1;
                 Ok(Some(v))
             }
-            (Err(Error::Errno { errno, .. }), Err(want)) if errno == want => {
+            (Err(e), Err(want)) if e.is_refusal() && e.to_errno() == want => {
                 self.stats.expected_errors += 1;
                 Ok(None)
             }
-            (Err(Error::Errno { errno, .. }), Ok(())) if errno == libc::ENOSPC && may_enospc => {
+            (Err(e), Ok(())) if e.kind() == ErrorKind::NoSpace && may_enospc => {
                 self.stats.enospc += 1;
                 Ok(None)
             }

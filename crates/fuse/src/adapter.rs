@@ -17,7 +17,7 @@ use f2fuse_engine::inode::wall_time;
 use f2fuse_engine::perm;
 use f2fuse_engine::xattr::SetMode;
 use f2fuse_engine::{
-    Access, AsUser, Credentials, Error, FallocMode, FileKind, Fs, InodeInfo, SeekTarget,
+    Access, AsUser, Credentials, Error, ErrorKind, FallocMode, FileKind, Fs, InodeInfo, SeekTarget,
 };
 use f2fuse_layout::{inode_flag, F2FS_NAME_LEN, F2FS_ROOT_INO};
 use fuser::{
@@ -276,9 +276,8 @@ pub struct F2fsFuse {
 type Res<T> = std::result::Result<T, Errno>;
 
 fn errno(e: &Error) -> Errno {
-    match e {
-        Error::Errno { .. } => {}
-        other => log(&format!("error: {other}")),
+    if !e.is_refusal() {
+        log(&format!("error: {e}"));
     }
     Errno::from_i32(e.to_errno())
 }
@@ -638,7 +637,7 @@ impl F2fsFuse {
         let who = self.as_user(&creds);
         match who.create(parent, name, (mode & 0o7777) as u16) {
             Ok(inode) => Ok(inode),
-            Err(e) if e.to_errno() == libc::EEXIST && flags & libc::O_EXCL == 0 => {
+            Err(e) if e.kind() == ErrorKind::AlreadyExists && flags & libc::O_EXCL == 0 => {
                 // The name appeared after the kernel's lookup: open it.
                 let entry = who.lookup(parent, name).map_err(|e| errno(&e))?;
                 if entry.kind == FileKind::Directory {

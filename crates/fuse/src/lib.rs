@@ -19,7 +19,7 @@ pub use config::{MountConfig, OPTIONS_HELP};
 use control::ControlServer;
 
 use f2fuse_engine::fs::AtimePolicy;
-use f2fuse_engine::{Fs, OpenOptions};
+use f2fuse_engine::{ErrorKind, Fs, OpenOptions};
 use fuser::{InitFlags, KernelConfig, MountOption, Session, SessionACL, SessionUnmounter};
 use parking_lot::{Condvar, Mutex};
 use std::ffi::CString;
@@ -255,7 +255,7 @@ fn background_loop(fs: &Fs, shared: &Shared, signal: &(Mutex<BackgroundSignal>, 
                     Ok(()) => cp_changes = changes,
                     Err(e) => {
                         log(&format!("periodic checkpoint: {e}"));
-                        if e.to_errno() == libc::EROFS {
+                        if e.kind() == ErrorKind::ReadOnly {
                             return;
                         }
                     }
@@ -269,7 +269,7 @@ fn background_loop(fs: &Fs, shared: &Shared, signal: &(Mutex<BackgroundSignal>, 
                 Ok(next) => gc_wait = next,
                 Err(e) => {
                     log(&format!("background cleaning: {e}"));
-                    if e.to_errno() == libc::EROFS {
+                    if e.kind() == ErrorKind::ReadOnly {
                         return;
                     }
                 }

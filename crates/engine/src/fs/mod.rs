@@ -70,7 +70,7 @@ pub use quota::enforcement_bit;
 use crate::checkpoint::CheckpointState;
 use crate::data::DataPolicy;
 use crate::device::Device;
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorKind, Result};
 use crate::gc::GcState;
 use crate::inode::{Ctx, InodeCheck, InodeClock, InodeInfo};
 use crate::ipu::IpuPolicy;
@@ -292,15 +292,15 @@ impl Fs {
     fn writable(&self) -> Result<&Writer> {
         self.writer
             .as_ref()
-            .ok_or_else(|| Error::errno(libc::EROFS, "opened read-only"))
+            .ok_or_else(|| Error::new(ErrorKind::ReadOnly, "opened read-only"))
     }
 
     /// The writer of a writable file system no error has made read-only.
     fn healthy_writer(&self) -> Result<&Writer> {
         let w = self.writable()?;
         if w.failed.load(Ordering::Relaxed) {
-            return Err(Error::errno(
-                libc::EROFS,
+            return Err(Error::new(
+                ErrorKind::ReadOnly,
                 "an earlier error made the file system read-only",
             ));
         }
@@ -342,7 +342,7 @@ impl Fs {
             op(&self.ctx())
         };
         match &result {
-            Err(Error::Errno { .. }) | Ok(_) => self.maybe_checkpoint()?,
+            Err(Error::Refused { .. }) | Ok(_) => self.maybe_checkpoint()?,
             Err(_) => self.writer().failed.store(true, Ordering::Relaxed),
         }
         result
@@ -367,7 +367,7 @@ impl Fs {
     /// library caller may hold a number after its file was freed), instead
     /// of the corruption a dangling on-disk reference would be.
     fn caller_inode(&self, ctx: &Ctx, ino: u32) -> Result<InodeInfo> {
-        let stale = || Error::errno(libc::ESTALE, format!("inode {ino} no longer exists"));
+        let stale = || Error::new(ErrorKind::Stale, format!("inode {ino} no longer exists"));
         if ino < F2FS_ROOT_INO || ino >= self.nm.max_nid() {
             return Err(stale());
         }

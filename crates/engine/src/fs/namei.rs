@@ -8,7 +8,7 @@ use super::Fs;
 use crate::acl::{Acl, AclKind};
 use crate::data::{self, DataPolicy};
 use crate::dir::{self, FoundEntry};
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorKind, Result};
 use crate::flags::{deny_if_immutable, deny_if_locked};
 use crate::inline;
 use crate::inode::{create_inode, set_ctime, Ctx, FileKind, InodeInfo, NewInode, Timestamp};
@@ -26,14 +26,14 @@ pub struct RenameFlags {
 fn check_name(name: &[u8]) -> Result<()> {
     if name.is_empty() || name == b"." || name == b".." || name.iter().any(|&b| b == b'/' || b == 0)
     {
-        return Err(Error::errno(
-            libc::EINVAL,
+        return Err(Error::new(
+            ErrorKind::InvalidArgument,
             format!("invalid name {:?}", String::from_utf8_lossy(name)),
         ));
     }
     if name.len() > F2FS_NAME_LEN {
-        return Err(Error::errno(
-            libc::ENAMETOOLONG,
+        return Err(Error::new(
+            ErrorKind::NameTooLong,
             String::from_utf8_lossy(name),
         ));
     }
@@ -44,13 +44,13 @@ fn check_name(name: &[u8]) -> Result<()> {
 /// can have, ENOENT if there is none.
 fn existing_entry(ctx: &Ctx, dir: &InodeInfo, name: &[u8]) -> Result<FoundEntry> {
     if name.len() > F2FS_NAME_LEN {
-        return Err(Error::errno(
-            libc::ENAMETOOLONG,
+        return Err(Error::new(
+            ErrorKind::NameTooLong,
             String::from_utf8_lossy(name),
         ));
     }
     dir::find_entry(ctx, dir, name)?
-        .ok_or_else(|| Error::errno(libc::ENOENT, String::from_utf8_lossy(name)))
+        .ok_or_else(|| Error::new(ErrorKind::NotFound, String::from_utf8_lossy(name)))
 }
 
 impl Fs {
@@ -78,19 +78,25 @@ impl Fs {
             let dir = self.caller_dir(ctx, parent)?;
             self.permission(caller, &dir, Access::EXEC)?;
             if dir.links == 0 {
-                return Err(Error::errno(libc::ENOENT, "directory was removed"));
+                return Err(Error::new(ErrorKind::NotFound, "directory was removed"));
             }
             check_name(name)?;
             if dir::find_entry(ctx, &dir, name)?.is_some() {
-                return Err(Error::errno(libc::EEXIST, String::from_utf8_lossy(name)));
+                return Err(Error::new(
+                    ErrorKind::AlreadyExists,
+                    String::from_utf8_lossy(name),
+                ));
             }
             self.may_create(caller, &dir)?;
             deny_if_immutable(&dir, "adding a name")?;
             dir::require_key(&dir)?;
             let kind = FileKind::from_mode(spec_mode)
-                .ok_or_else(|| Error::errno(libc::EINVAL, "bad file type"))?;
+                .ok_or_else(|| Error::new(ErrorKind::InvalidArgument, "bad file type"))?;
             if kind == FileKind::Directory && dir.links == u32::MAX {
-                return Err(Error::errno(libc::EMLINK, "too many subdirectories"));
+                return Err(Error::new(
+                    ErrorKind::TooManyLinks,
+                    "too many subdirectories",
+                ));
             }
             let (mode, inherited) = self.inherit_acls(&dir, spec_mode, kind)?;
             let dir_level = self.writer().tunables.lock().dir_level;
@@ -243,8 +249,12 @@ impl Fs {
             mode
         };
         match FileKind::from_mode(mode) {
-            Some(FileKind::Directory) => Err(Error::errno(libc::EPERM, "mknod of a directory")),
-            Some(FileKind::Symlink) | None => Err(Error::errno(libc::EINVAL, "mknod of that type")),
+            Some(FileKind::Directory) => {
+                Err(Error::new(ErrorKind::NotPermitted, "mknod of a directory"))
+            }
+            Some(FileKind::Symlink) | None => {
+                Err(Error::new(ErrorKind::InvalidArgument, "mknod of that type"))
+            }
             Some(_) => self.new_entry(
                 NewInode {
                     parent,
@@ -280,11 +290,11 @@ impl Fs {
         caller: Option<&Credentials>,
     ) -> Result<InodeInfo> {
         if target.is_empty() || target.len() > F2FS_MAX_SYMLINK_LEN {
-            return Err(Error::errno(
+            return Err(Error::new(
                 if target.is_empty() {
-                    libc::ENOENT
+                    ErrorKind::NotFound
                 } else {
-                    libc::ENAMETOOLONG
+                    ErrorKind::NameTooLong
                 },
                 "symlink target length",
             ));
@@ -327,8 +337,8 @@ impl Fs {
             self.permission(caller, &dir, Access::EXEC)?;
             check_name(new_name)?;
             if dir::find_entry(ctx, &dir, new_name)?.is_some() {
-                return Err(Error::errno(
-                    libc::EEXIST,
+                return Err(Error::new(
+                    ErrorKind::AlreadyExists,
                     String::from_utf8_lossy(new_name),
                 ));
             }
@@ -338,13 +348,16 @@ impl Fs {
             self.check_same_project(&dir, &inode)?;
             deny_if_locked(&inode, "linking to it")?;
             if inode.kind == FileKind::Directory {
-                return Err(Error::errno(libc::EPERM, "hard links to directories"));
+                return Err(Error::new(
+                    ErrorKind::NotPermitted,
+                    "hard links to directories",
+                ));
             }
             if inode.links == u32::MAX {
-                return Err(Error::errno(libc::EMLINK, "too many links"));
+                return Err(Error::new(ErrorKind::TooManyLinks, "too many links"));
             }
             if inode.links == 0 {
-                return Err(Error::errno(libc::ENOENT, "inode was unlinked"));
+                return Err(Error::new(ErrorKind::NotFound, "inode was unlinked"));
             }
             dir::require_key(&dir)?;
             dir::add_link(
@@ -380,10 +393,10 @@ impl Fs {
         caller: Option<&Credentials>,
     ) -> Result<()> {
         if name == b"." {
-            return Err(Error::errno(libc::EINVAL, "rmdir of \".\""));
+            return Err(Error::new(ErrorKind::InvalidArgument, "rmdir of \".\""));
         }
         if name == b".." {
-            return Err(Error::errno(libc::ENOTEMPTY, "rmdir of \"..\""));
+            return Err(Error::new(ErrorKind::NotEmpty, "rmdir of \"..\""));
         }
         self.remove_entry(parent, name, true, caller)
     }
@@ -413,18 +426,27 @@ impl Fs {
             deny_if_locked(&target, "removing it")?;
             match (want_dir, target.kind == FileKind::Directory) {
                 (true, false) => {
-                    return Err(Error::errno(libc::ENOTDIR, String::from_utf8_lossy(name)))
+                    return Err(Error::new(
+                        ErrorKind::NotADirectory,
+                        String::from_utf8_lossy(name),
+                    ))
                 }
                 (false, true) => {
-                    return Err(Error::errno(libc::EISDIR, String::from_utf8_lossy(name)))
+                    return Err(Error::new(
+                        ErrorKind::IsADirectory,
+                        String::from_utf8_lossy(name),
+                    ))
                 }
                 _ => {}
             }
             if want_dir && !dir::is_empty_dir(ctx, &target)? {
-                return Err(Error::errno(libc::ENOTEMPTY, String::from_utf8_lossy(name)));
+                return Err(Error::new(
+                    ErrorKind::NotEmpty,
+                    String::from_utf8_lossy(name),
+                ));
             }
             if want_dir && target.ino == F2FS_ROOT_INO {
-                return Err(Error::errno(libc::EBUSY, "the root directory"));
+                return Err(Error::new(ErrorKind::Busy, "the root directory"));
             }
             dir::remove_link(ctx, parent, &found)?;
             if want_dir {
@@ -474,8 +496,8 @@ impl Fs {
         caller: Option<&Credentials>,
     ) -> Result<()> {
         if flags.noreplace && flags.exchange {
-            return Err(Error::errno(
-                libc::EINVAL,
+            return Err(Error::new(
+                ErrorKind::InvalidArgument,
                 "RENAME_NOREPLACE with RENAME_EXCHANGE",
             ));
         }
@@ -509,8 +531,8 @@ impl Fs {
             let moving_dir = moving.kind == FileKind::Directory;
             if let Some(e) = &existing {
                 if flags.noreplace {
-                    return Err(Error::errno(
-                        libc::EEXIST,
+                    return Err(Error::new(
+                        ErrorKind::AlreadyExists,
                         String::from_utf8_lossy(new_name),
                     ));
                 }
@@ -518,8 +540,8 @@ impl Fs {
                     return Ok(()); // Two links of one inode: nothing to do.
                 }
             } else if flags.exchange {
-                return Err(Error::errno(
-                    libc::ENOENT,
+                return Err(Error::new(
+                    ErrorKind::NotFound,
                     String::from_utf8_lossy(new_name),
                 ));
             }
@@ -560,8 +582,8 @@ impl Fs {
                 None => deny_if_immutable(&new_dir, "adding a name")?,
             }
             if moving_dir && parent != new_parent && self.is_ancestor(old.info.ino, new_parent)? {
-                return Err(Error::errno(
-                    libc::EINVAL,
+                return Err(Error::new(
+                    ErrorKind::InvalidArgument,
                     "cannot move a directory into itself",
                 ));
             }
@@ -574,11 +596,11 @@ impl Fs {
                     && parent != new_parent
                     && self.is_ancestor(e.info.ino, parent)?
                 {
-                    return Err(Error::errno(
+                    return Err(Error::new(
                         if flags.exchange {
-                            libc::EINVAL
+                            ErrorKind::InvalidArgument
                         } else {
-                            libc::ENOTEMPTY
+                            ErrorKind::NotEmpty
                         },
                         "the target contains the source",
                     ));
@@ -623,20 +645,20 @@ impl Fs {
                 let victim = ctx.inode(target.info.ino)?;
                 let victim_dir = victim.kind == FileKind::Directory;
                 if moving_dir && !victim_dir {
-                    return Err(Error::errno(
-                        libc::ENOTDIR,
+                    return Err(Error::new(
+                        ErrorKind::NotADirectory,
                         String::from_utf8_lossy(new_name),
                     ));
                 }
                 if !moving_dir && victim_dir {
-                    return Err(Error::errno(
-                        libc::EISDIR,
+                    return Err(Error::new(
+                        ErrorKind::IsADirectory,
                         String::from_utf8_lossy(new_name),
                     ));
                 }
                 if victim_dir && !dir::is_empty_dir(ctx, &victim)? {
-                    return Err(Error::errno(
-                        libc::ENOTEMPTY,
+                    return Err(Error::new(
+                        ErrorKind::NotEmpty,
                         String::from_utf8_lossy(new_name),
                     ));
                 }
@@ -717,7 +739,7 @@ impl Fs {
     fn caller_dir(&self, ctx: &Ctx, ino: u32) -> Result<InodeInfo> {
         let dir = self.caller_inode(ctx, ino)?;
         if dir.kind != FileKind::Directory {
-            return Err(Error::errno(libc::ENOTDIR, format!("inode {ino}")));
+            return Err(Error::new(ErrorKind::NotADirectory, format!("inode {ino}")));
         }
         Ok(dir)
     }

@@ -5,7 +5,7 @@ use super::sync::MAX_DIRTY_NODES;
 use super::{Clock, DataPolicyCell, Fs, OpenOptions, Writer};
 use crate::checkpoint::{load_checkpoint, CheckpointState};
 use crate::device::{BlockDevice, Device, FileDevice, FileDeviceOptions, OverlayDevice};
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorKind, Result};
 use crate::gc::GcState;
 use crate::inode::{FileKind, InodeCheck, InodeClock};
 use crate::node::NodeManager;
@@ -51,15 +51,15 @@ impl Fs {
         tunables: &[(String, u64)],
     ) -> Result<Fs> {
         if let (false, Some((name, _))) = (opts.writable, tunables.first()) {
-            return Err(Error::errno(
-                libc::EROFS,
+            return Err(Error::new(
+                ErrorKind::ReadOnly,
                 format!("tunable {name}: tunables need a writable file system"),
             ));
         }
         if sparse::is_sparse_file(path) {
             if opts.writable {
-                return Err(Error::errno(
-                    libc::EROFS,
+                return Err(Error::new(
+                    ErrorKind::ReadOnly,
                     "an Android sparse image can only be opened read-only",
                 ));
             }

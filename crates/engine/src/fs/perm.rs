@@ -16,7 +16,7 @@
 use super::{Fs, RenameFlags, SetAttr};
 use crate::acl::AclKind;
 use crate::dir::DirEntryInfo;
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorKind, Result};
 use crate::flags::{is_append_only, is_immutable};
 use crate::inode::{FileKind, InodeInfo};
 use crate::perm::{self, Access, Credentials};
@@ -39,7 +39,7 @@ impl Fs {
             FileKind::Regular | FileKind::Directory | FileKind::Symlink
         );
         if want.contains(Access::WRITE) && on_disk && !self.is_writable() {
-            return Err(Error::errno(libc::EROFS, "opened read-only"));
+            return Err(Error::new(ErrorKind::ReadOnly, "opened read-only"));
         }
         self.permission(Some(creds), &inode, want)
     }
@@ -188,11 +188,11 @@ impl<'a> AsUser<'a> {
         }
         let writing = want.contains(Access::WRITE);
         if writing && inode.kind == FileKind::Directory {
-            return Err(Error::errno(libc::EISDIR, format!("inode {ino}")));
+            return Err(Error::new(ErrorKind::IsADirectory, format!("inode {ino}")));
         }
         if writing && is_immutable(&inode) {
-            return Err(Error::errno(
-                libc::EPERM,
+            return Err(Error::new(
+                ErrorKind::NotPermitted,
                 format!("inode {ino} is immutable"),
             ));
         }
@@ -207,8 +207,8 @@ impl<'a> AsUser<'a> {
         }
         let appends = flags & libc::O_APPEND != 0 && flags & libc::O_TRUNC == 0;
         if writing && !appends && is_append_only(&inode) {
-            return Err(Error::errno(
-                libc::EPERM,
+            return Err(Error::new(
+                ErrorKind::NotPermitted,
                 format!("inode {ino} is append-only: open without O_APPEND"),
             ));
         }
@@ -266,7 +266,7 @@ impl<'a> AsUser<'a> {
             Some(FileKind::CharDevice | FileKind::BlockDevice)
         );
         if self.checked && device && !self.creds.is_privileged() {
-            return Err(Error::errno(libc::EPERM, "mknod of a device"));
+            return Err(Error::new(ErrorKind::NotPermitted, "mknod of a device"));
         }
         self.new_inode(parent, mode, |mode, owner| {
             self.fs
@@ -383,7 +383,12 @@ pub(super) fn check_set_flags(
     inode: &InodeInfo,
     requested: u32,
 ) -> Result<()> {
-    let refused = |what: &str| Error::errno(libc::EPERM, format!("inode {}: {what}", inode.ino));
+    let refused = |what: &str| {
+        Error::new(
+            ErrorKind::NotPermitted,
+            format!("inode {}: {what}", inode.ino),
+        )
+    };
     if !creds.owns_or_privileged(inode) {
         return Err(refused("changing flags of another user's file"));
     }
