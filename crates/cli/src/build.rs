@@ -10,11 +10,10 @@ use crate::rw::{self, copy_data, describe, fail, refusal_of, show, CopyError};
 use crate::size::{human, parse_size};
 use crate::sparse::RawCopy;
 use clap::Args;
-use f2fuse_engine::fs::TimeSet;
-use f2fuse_engine::mkfs::{format_path, parse_features, MkfsOptions};
-use f2fuse_engine::sparse::is_sparse_file;
-use f2fuse_engine::xattr::SetMode;
-use f2fuse_engine::{ErrorKind, FileKind, Fs, Timestamp};
+use f2fuse_engine::{
+    format_path, is_sparse_file, parse_features, ErrorKind, FileKind, Fs, MkfsOptions, SetMode,
+    TimeSet, Timestamp,
+};
 use f2fuse_layout::F2FS_ROOT_INO;
 use indicatif::{ProgressBar, ProgressStyle};
 use std::collections::{HashMap, HashSet};

@@ -4,9 +4,7 @@
 
 use crate::rw::{self, fail, refusal_of, show, with_image};
 use clap::Args;
-use f2fuse_engine::fs::{RenameFlags, SetAttr};
-use f2fuse_engine::xattr::SetMode;
-use f2fuse_engine::{ErrorKind, FileKind, Fs};
+use f2fuse_engine::{ErrorKind, FileKind, Fs, RenameFlags, SetAttr, SetMode};
 use std::ffi::OsString;
 use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;

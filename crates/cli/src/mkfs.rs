@@ -3,7 +3,7 @@
 use crate::size::{human, parse_size};
 use crate::sparse::RawCopy;
 use clap::Args;
-use f2fuse_engine::mkfs::{format_path, parse_features, MkfsOptions};
+use f2fuse_engine::{format_path, parse_features, MkfsOptions};
 use f2fuse_layout::feature;
 use std::path::PathBuf;
 

@@ -32,7 +32,7 @@ pub fn with_image<R>(
 /// Opens an image for writing, holding the same lock a mount holds, so an
 /// offline command never writes to a mounted image.
 pub fn open_rw(image: &Path) -> Result<(f2fuse_fuse::ImageLock, Fs), String> {
-    if f2fuse_engine::sparse::is_sparse_file(image) {
+    if f2fuse_engine::is_sparse_file(image) {
         return Err(format!(
             "{}: an Android sparse image is read-only here: expand it with `f2fuse unsparse`, \
              or add a tree to it with `f2fuse build --sparse`",

@@ -4,8 +4,7 @@
 
 use crate::rw::describe;
 use crate::size::human;
-use f2fuse_engine::device::{FileDevice, FileDeviceOptions};
-use f2fuse_engine::sparse::{is_sparse_file, write_sparse, SparseDevice};
+use f2fuse_engine::{is_sparse_file, write_sparse, FileDevice, FileDeviceOptions, SparseDevice};
 use std::fs::{self, File, OpenOptions};
 use std::path::{Path, PathBuf};
 

@@ -18,7 +18,8 @@ mod fuzz_harness;
 mod support;
 
 use corrupt::*;
-use f2fuse_engine::device::IoKind;
+use f2fuse_engine::internals::device::IoKind;
+use f2fuse_engine::internals::FsInternals;
 use f2fuse_engine::{ErrorKind, FileKind};
 use f2fuse_layout::checkpoint::{seal_checkpoint_block, Checkpoint};
 use f2fuse_layout::node::{footer_of, inode_of, NodeFooter};

@@ -9,7 +9,7 @@
 //! checkpoint packs, and last the two superblocks: an interrupted mkfs
 //! leaves no valid file system.
 
-use crate::device::{Device, FileDevice, FileDeviceOptions, IoKind};
+use crate::device::{BlockDevice, Device, FileDevice, FileDeviceOptions, IoKind};
 use crate::error::{Error, ErrorKind, Result};
 use f2fuse_layout::casefold::{F2FS_ENC_STRICT_MODE_FL, F2FS_ENC_UTF8_12_1};
 use f2fuse_layout::checkpoint::{
@@ -176,6 +176,12 @@ pub fn format_path(path: &Path, size: Option<u64>, opts: &MkfsOptions) -> Result
     )?;
     let dev = Device::new(Box::new(dev));
     format(&dev, opts, zeroed)
+}
+
+/// Formats the device `dev`, e.g. a [`MemDevice`](crate::MemDevice)
+/// shared through an `Arc` with the [`Fs`](crate::Fs) that opens it next.
+pub fn format_device(dev: Box<dyn BlockDevice>, opts: &MkfsOptions) -> Result<MkfsReport> {
+    format(&Device::new(dev), opts, false)
 }
 
 /// Formats `dev`. `known_zero` says every block already reads as zero.

@@ -39,10 +39,11 @@
 
 mod support;
 
-use f2fuse_engine::compress::{CompressMode, CompressOptions};
-use f2fuse_engine::fs::{RenameFlags, SetAttr, TimeSet};
-use f2fuse_engine::mkfs::{format_path, parse_features, MkfsOptions};
-use f2fuse_engine::xattr::SetMode;
+use f2fuse_engine::internals::compress::{CompressMode, CompressOptions};
+use f2fuse_engine::internals::fs::{RenameFlags, SetAttr, TimeSet};
+use f2fuse_engine::internals::mkfs::{format_path, parse_features, MkfsOptions};
+use f2fuse_engine::internals::xattr::SetMode;
+use f2fuse_engine::internals::FsInternals;
 use f2fuse_engine::{Error, ErrorKind, FallocMode, FileKind, Fs, OpenOptions, Timestamp};
 use f2fuse_layout::compress::CompressAlgorithm;
 use f2fuse_layout::node::{max_file_blocks, AddrCounts};
@@ -2678,7 +2679,7 @@ impl Harness {
                 let has_blocks = || {
                     self.fs()
                         .inode(ino)
-                        .is_ok_and(|i| f2fuse_engine::compress::has_blocks(&i))
+                        .is_ok_and(|i| f2fuse_engine::internals::compress::has_blocks(&i))
                 };
                 let expect = if on && !feature {
                     no_feature()

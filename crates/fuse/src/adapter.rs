@@ -10,12 +10,10 @@
 use crate::convert::{decode_dev, file_attr, timestamp, to_f2fs, to_fuse};
 use crate::ioctl::{self, Command, Compression};
 use crate::log;
-use f2fuse_engine::acl::AclKind;
-use f2fuse_engine::dir::DirEntryInfo;
-use f2fuse_engine::fs::{AtimePolicy, RenameFlags as EngineRenameFlags, SetAttr, TimeSet};
-use f2fuse_engine::inode::wall_time;
-use f2fuse_engine::perm;
-use f2fuse_engine::xattr::SetMode;
+use f2fuse_engine::RenameFlags as EngineRenameFlags;
+use f2fuse_engine::{
+    lists_xattr, wall_time, AclKind, AtimePolicy, DirEntryInfo, SetAttr, SetMode, TimeSet,
+};
 use f2fuse_engine::{
     Access, AsUser, Credentials, Error, ErrorKind, FallocMode, FileKind, Fs, InodeInfo, SeekTarget,
 };
@@ -1568,7 +1566,7 @@ impl Filesystem for F2fsFuse {
                 // where the view checks nothing (the kernel does not filter
                 // listxattr for FUSE).
                 let listed = |n: &[u8]| {
-                    (self.acl || AclKind::of_xattr(n).is_none()) && perm::lists_xattr(&creds, n)
+                    (self.acl || AclKind::of_xattr(n).is_none()) && lists_xattr(&creds, n)
                 };
                 for (name, _) in list.iter().filter(|(n, _)| listed(n)) {
                     names.extend_from_slice(name);

@@ -18,8 +18,7 @@ pub use adapter::{AdapterConfig, F2fsFuse, Shared, MAX_WRITE};
 pub use config::{MountConfig, OPTIONS_HELP};
 use control::ControlServer;
 
-use f2fuse_engine::fs::AtimePolicy;
-use f2fuse_engine::{ErrorKind, Fs, OpenOptions};
+use f2fuse_engine::{AtimePolicy, ErrorKind, Fs, OpenOptions};
 use fuser::{InitFlags, KernelConfig, MountOption, Session, SessionACL, SessionUnmounter};
 use parking_lot::{Condvar, Mutex};
 use std::ffi::CString;

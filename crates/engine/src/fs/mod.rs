@@ -54,6 +54,7 @@ mod info;
 mod locks;
 mod namei;
 mod open;
+mod path;
 mod perm;
 mod pin;
 mod quota;

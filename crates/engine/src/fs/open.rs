@@ -245,24 +245,24 @@ impl Fs {
         &self.loaded_sb.sb
     }
 
-    pub fn loaded_superblock(&self) -> &LoadedSuperblock {
+    pub(crate) fn loaded_superblock(&self) -> &LoadedSuperblock {
         &self.loaded_sb
     }
 
-    pub fn checkpoint_state(&self) -> RwLockReadGuard<'_, CheckpointState> {
+    pub(crate) fn checkpoint_state(&self) -> RwLockReadGuard<'_, CheckpointState> {
         self.cp.read()
     }
 
-    pub fn node_manager(&self) -> &NodeManager {
+    pub(crate) fn node_manager(&self) -> &NodeManager {
         &self.nm
     }
 
-    pub fn device(&self) -> &Device {
+    pub(crate) fn device(&self) -> &Device {
         &self.dev
     }
 
     /// The SIT as of the loaded checkpoint (read-only use: `info`).
-    pub fn sit(&self) -> Result<Arc<SitTable>> {
+    pub(crate) fn sit(&self) -> Result<Arc<SitTable>> {
         let mut slot = self.sit.lock();
         if let Some(sit) = slot.as_ref() {
             return Ok(sit.clone());
