@@ -21,6 +21,7 @@ pub enum AclKind {
 }
 
 impl AclKind {
+    /// The xattr name this ACL is stored under.
     pub fn xattr_name(self) -> &'static [u8] {
         match self {
             AclKind::Access => b"system.posix_acl_access",

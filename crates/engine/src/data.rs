@@ -1353,13 +1353,19 @@ pub fn punch_block(ctx: &Ctx, inode: &InodeInfo, index: u64) -> Result<()> {
 pub enum FallocMode {
     /// Reserves the holes of the range as NEW_ADDR blocks (they read as
     /// zeros and count as used); grows the size unless `keep_size`.
-    Allocate { keep_size: bool },
+    Allocate {
+        /// Leave the file size alone (FALLOC_FL_KEEP_SIZE).
+        keep_size: bool,
+    },
     /// Zeroes the partial blocks at the ends and frees the whole blocks;
     /// the size never changes (the VFS requires KEEP_SIZE with it).
     PunchHole,
     /// Zeroes the partial blocks and turns the whole ones into NEW_ADDR
     /// reservations; grows the size unless `keep_size`.
-    ZeroRange { keep_size: bool },
+    ZeroRange {
+        /// Leave the file size alone (FALLOC_FL_KEEP_SIZE).
+        keep_size: bool,
+    },
     /// Removes a block-aligned range, shifting the rest of the file down.
     CollapseRange,
     /// Inserts a block-aligned hole, shifting the rest of the file up.
@@ -1886,7 +1892,9 @@ fn move_blocks(ctx: &Ctx, inode: &InodeInfo, src: u64, dst: u64, n: u64) -> Resu
 /// What lseek(2) looks for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SeekTarget {
+    /// The next offset holding data (SEEK_DATA).
     Data,
+    /// The next offset in a hole (SEEK_HOLE).
     Hole,
 }
 

@@ -17,8 +17,11 @@ use std::collections::BTreeMap;
 /// One directory entry as a caller sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DirEntryInfo {
+    /// The entry's name (any bytes but '/' and NUL).
     pub name: Vec<u8>,
+    /// The inode it names.
     pub ino: u32,
+    /// The file type the entry records.
     pub kind: FileKind,
 }
 

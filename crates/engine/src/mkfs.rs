@@ -52,15 +52,22 @@ const NEEDS_EXTRA_ATTR: u32 = feature::INODE_CHKSUM
     | feature::PRJQUOTA
     | feature::COMPRESSION;
 
+/// How to format: mkfs.f2fs's options.
 #[derive(Debug, Clone)]
 pub struct MkfsOptions {
+    /// Volume label.
     pub label: String,
+    /// Feature bits (see [`parse_features`]).
     pub features: u32,
+    /// Segments per section.
     pub segs_per_sec: u32,
+    /// Sections per zone.
     pub secs_per_zone: u32,
+    /// Overprovisioning percentage (None: chosen from the size, as mkfs.f2fs).
     pub overprovision_ratio: Option<f64>,
     /// Owner of the root directory (mkfs.f2fs uses the caller's uid/gid).
     pub root_uid: u32,
+    /// Group of the root directory.
     pub root_gid: u32,
     /// Creation time in seconds (default: now).
     pub timestamp: Option<u64>,
@@ -117,8 +124,11 @@ pub fn parse_features(list: &str) -> Result<u32> {
 /// What was formatted.
 #[derive(Debug, Clone)]
 pub struct MkfsReport {
+    /// The layout chosen.
     pub geometry: Geometry,
+    /// The file system's UUID.
     pub uuid: [u8; 16],
+    /// Version of the first checkpoint.
     pub checkpoint_ver: u64,
 }
 

@@ -44,8 +44,11 @@ enum NodeSource {
 /// Node reads by where they were served from.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct NodeCacheStats {
+    /// Lookups of dirty cached nodes.
     pub dirty_hits: u64,
+    /// Lookups of clean cached nodes.
     pub clean_hits: u64,
+    /// Lookups that read the device.
     pub misses: u64,
 }
 

@@ -349,9 +349,13 @@ fn blocks_exceeded(ids: [u32; QUOTA_TYPES]) -> Error {
 /// them), inodes; 0 is no limit.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Limits {
+    /// Soft block limit in KiB (0: none).
     pub block_soft_kib: u64,
+    /// Hard block limit in KiB (0: none).
     pub block_hard_kib: u64,
+    /// Soft inode limit (0: none).
     pub inode_soft: u64,
+    /// Hard inode limit (0: none).
     pub inode_hard: u64,
 }
 

@@ -44,6 +44,7 @@ impl SegmentCounts {
         counts
     }
 
+    /// All segments.
     pub fn total(&self) -> u32 {
         self.free + self.prefree + self.dirty + self.full
     }

@@ -253,6 +253,7 @@ impl SparseDevice {
         })
     }
 
+    /// The sparse image's header.
     pub fn header(&self) -> &SparseHeader {
         &self.header
     }

@@ -1,4 +1,4 @@
-//! Run-time tunables under the kernel's sysfs names (/sys/fs/f2fs/<disk>/...,
+//! Run-time tunables under the kernel's sysfs names (`/sys/fs/f2fs/<disk>/...`,
 //! Documentation/ABI/testing/sysfs-fs-f2fs), with the kernel's meanings and
 //! defaults. Each one offered here changes what the engine does; the
 //! kernel's other names are not accepted (README: "Tunables").
@@ -35,9 +35,13 @@ pub enum GcMode {
 /// One tunable: name, meaning, unit and valid range.
 #[derive(Debug, Clone, Copy)]
 pub struct TunableInfo {
+    /// The name, as in `/sys/fs/f2fs/<dev>/`.
     pub name: &'static str,
+    /// What it sets.
     pub meaning: &'static str,
+    /// Smallest value.
     pub min: u64,
+    /// Largest value.
     pub max: u64,
 }
 

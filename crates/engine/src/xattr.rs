@@ -35,6 +35,7 @@ use f2fuse_layout::xattr::{encode_xattrs, encoded_len, split_name, XATTR_NAME_MA
 /// XATTR_CREATE / XATTR_REPLACE semantics.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum SetMode {
+    /// Create or replace.
     #[default]
     Any,
     /// Fail with EEXIST if the attribute exists.

@@ -245,15 +245,19 @@ pub enum CompressMode {
 /// `compress_mode`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CompressOptions {
+    /// The compression algorithm of new clusters.
     pub algorithm: CompressAlgorithm,
     /// 0 = the algorithm's default (zstd: level 1, as the kernel stores it).
     pub level: u8,
+    /// Blocks per cluster, as a power of two.
     pub log_cluster_size: u8,
+    /// Store a checksum with each compressed cluster.
     pub checksum: bool,
     /// New files with these extensions (case-insensitive; `*` = all) are compressed.
     pub extensions: Vec<String>,
     /// New files with these extensions are not, whatever their directory says.
     pub nocompress_extensions: Vec<String>,
+    /// Who compresses: the file system at write time, or the user on request.
     pub mode: CompressMode,
 }
 

@@ -18,7 +18,9 @@ use std::ops::Range;
 /// A time to set: an explicit value or "now".
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TimeSet {
+    /// The current time.
     Now,
+    /// This time.
     At(Timestamp),
 }
 
@@ -27,10 +29,15 @@ pub enum TimeSet {
 pub struct SetAttr {
     /// Permission bits (0o7777); the file type is kept.
     pub mode: Option<u16>,
+    /// New owner.
     pub uid: Option<u32>,
+    /// New group.
     pub gid: Option<u32>,
+    /// New size: truncates or extends with a hole.
     pub size: Option<u64>,
+    /// New access time.
     pub atime: Option<TimeSet>,
+    /// New modification time.
     pub mtime: Option<TimeSet>,
     /// The change time to record instead of the current time: a kernel
     /// that keeps file times itself (FUSE with the writeback cache) sends

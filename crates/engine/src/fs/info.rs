@@ -64,6 +64,7 @@ impl Fs {
         }
     }
 
+    /// statfs(2) figures for the whole file system.
     pub fn statfs(&self) -> StatFs {
         let (user, valid, used_nodes) = match &self.writer {
             Some(w) => {

@@ -110,12 +110,19 @@ pub struct OpenOptions {
 /// File system totals, as statfs reports them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct StatFs {
+    /// Block size in bytes.
     pub block_size: u32,
+    /// Blocks in the main area.
     pub blocks: u64,
+    /// Free blocks.
     pub blocks_free: u64,
+    /// Free blocks an unprivileged user may use.
     pub blocks_available: u64,
+    /// Inodes the file system can hold.
     pub files: u64,
+    /// Inodes still free.
     pub files_free: u64,
+    /// Longest name in bytes.
     pub name_max: u32,
 }
 
@@ -181,6 +188,8 @@ struct Writer {
     quota_need_fsck: AtomicBool,
 }
 
+/// An open F2FS file system: every operation on it, by inode number.
+/// `Send + Sync`: share it (e.g. in an `Arc`) between threads.
 pub struct Fs {
     dev: Arc<Device>,
     loaded_sb: LoadedSuperblock,

@@ -19,7 +19,9 @@ use f2fuse_layout::*;
 /// rename(2) flags.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct RenameFlags {
+    /// Fail with EEXIST if the target exists (RENAME_NOREPLACE).
     pub noreplace: bool,
+    /// Swap the source and the target (RENAME_EXCHANGE).
     pub exchange: bool,
 }
 
@@ -185,6 +187,7 @@ impl Fs {
         self.new_plain_entry(parent, name, mode, (uid, gid), None)
     }
 
+    /// Creates a directory (fails with EEXIST if `name` exists).
     pub fn mkdir(
         &self,
         parent: u32,
@@ -270,6 +273,7 @@ impl Fs {
         }
     }
 
+    /// Creates a symlink to `target`.
     pub fn symlink(
         &self,
         parent: u32,
@@ -378,10 +382,13 @@ impl Fs {
         self.inode(ino)
     }
 
+    /// Removes the name of a non-directory; the inode goes with its last
+    /// link and last open.
     pub fn unlink(&self, parent: u32, name: &[u8]) -> Result<()> {
         self.remove_entry(parent, name, false, None)
     }
 
+    /// Removes an empty directory.
     pub fn rmdir(&self, parent: u32, name: &[u8]) -> Result<()> {
         self.remove_dir(parent, name, None)
     }
@@ -475,6 +482,7 @@ impl Fs {
         .into())
     }
 
+    /// rename(2) and renameat2(2) with `flags`.
     pub fn rename(
         &self,
         parent: u32,

@@ -237,10 +237,12 @@ impl Fs {
         Ok(())
     }
 
+    /// Opened for writing.
     pub fn is_writable(&self) -> bool {
         self.writer.is_some()
     }
 
+    /// The superblock as read at open.
     pub fn superblock(&self) -> &SuperBlock {
         &self.loaded_sb.sb
     }

@@ -155,6 +155,7 @@ impl<'a> AsUser<'a> {
         self.checked.then_some(self.creds)
     }
 
+    /// The caller's credentials.
     pub fn credentials(&self) -> &'a Credentials {
         self.creds
     }
@@ -244,6 +245,7 @@ impl<'a> AsUser<'a> {
         })
     }
 
+    /// Creates a directory; needs write and search permission on `parent`.
     pub fn mkdir(&self, parent: u32, name: &[u8], perm_bits: u16) -> Result<InodeInfo> {
         let requested = mode::S_IFDIR | (perm_bits & 0o7777);
         self.new_inode(parent, requested, |mode, owner| {
@@ -274,6 +276,7 @@ impl<'a> AsUser<'a> {
         })
     }
 
+    /// Creates a symlink; needs write and search permission on `parent`.
     pub fn symlink(&self, parent: u32, name: &[u8], target: &[u8]) -> Result<InodeInfo> {
         self.new_inode(parent, mode::S_IFLNK | 0o777, |_, owner| {
             self.fs
@@ -292,6 +295,7 @@ impl<'a> AsUser<'a> {
         self.fs.remove_entry(parent, name, false, self.caller())
     }
 
+    /// Removes an empty directory; as [`unlink`](Self::unlink).
     pub fn rmdir(&self, parent: u32, name: &[u8]) -> Result<()> {
         self.fs.remove_dir(parent, name, self.caller())
     }
@@ -359,6 +363,7 @@ impl<'a> AsUser<'a> {
         }
     }
 
+    /// Removes an xattr; as [`set_xattr`](Self::set_xattr).
     pub fn remove_xattr(&self, ino: u32, name: &[u8]) -> Result<()> {
         self.fs
             .change_xattr(ino, name, None, SetMode::Replace, self.caller())

@@ -20,6 +20,7 @@ use f2fuse_layout::*;
 const PREFETCH_GAP: u64 = 16;
 
 impl Fs {
+    /// Inode `ino` as it is now.
     pub fn inode(&self, ino: u32) -> Result<InodeInfo> {
         let _read = self.read_guard();
         read_inode(&self.nm, &self.check, ino)
@@ -27,7 +28,7 @@ impl Fs {
 
     /// Starts reading the inode blocks of `inos` from the device, without
     /// waiting, for a caller about to read them all (a listing with
-    /// attributes): sorted, and blocks less than [`PREFETCH_GAP`] apart
+    /// attributes): sorted, and blocks less than `PREFETCH_GAP` apart
     /// asked for as one run. Numbers that name no inode are skipped.
     pub fn prefetch_inodes(&self, inos: impl IntoIterator<Item = u32>) {
         let _read = self.read_guard();
@@ -88,6 +89,7 @@ impl Fs {
         self.inode(ino)
     }
 
+    /// The entries of directory `dir_ino`, "." and ".." included.
     pub fn read_dir(&self, dir_ino: u32) -> Result<Vec<DirEntryInfo>> {
         let _read = self.read_guard();
         let dir = self.dir_inode(dir_ino)?;
@@ -128,6 +130,7 @@ impl Fs {
         self.read(&inode, offset, buf)
     }
 
+    /// The target of a symlink.
     pub fn read_link(&self, inode: &InodeInfo) -> Result<Vec<u8>> {
         let _read = self.read_guard();
         if inode.kind != FileKind::Symlink {
@@ -175,6 +178,7 @@ impl Fs {
             .collect()
     }
 
+    /// The value of xattr `name` (ENODATA if there is none).
     pub fn get_xattr(&self, inode: &InodeInfo, name: &[u8]) -> Result<Vec<u8>> {
         self.xattrs(inode)?
             .into_iter()
@@ -217,6 +221,7 @@ impl Fs {
         })
     }
 
+    /// The file's data is stored in its inode.
     pub fn has_inline_data(&self, inode: &InodeInfo) -> bool {
         inline::has_inline_data(inode)
     }

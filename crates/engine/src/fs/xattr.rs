@@ -84,6 +84,7 @@ impl Fs {
         })
     }
 
+    /// Removes xattr `name` (ENODATA if there is none).
     pub fn remove_xattr(&self, ino: u32, name: &[u8]) -> Result<()> {
         self.change_xattr(ino, name, None, SetMode::Replace, None)
     }
