@@ -18,7 +18,7 @@ pub fn with_image<R>(
     image: &Path,
     work: impl FnOnce(&Fs) -> Result<R, String>,
 ) -> Result<R, String> {
-    let (_lock, fs) = open_rw(image)?;
+    let fs = open_rw(image)?;
     let result = work(&fs);
     let unmounted = fs
         .unmount()
@@ -31,7 +31,7 @@ pub fn with_image<R>(
 
 /// Opens an image for writing, holding the same lock a mount holds, so an
 /// offline command never writes to a mounted image.
-pub fn open_rw(image: &Path) -> Result<(f2fuse_fuse::ImageLock, Fs), String> {
+pub fn open_rw(image: &Path) -> Result<Fs, String> {
     if f2fuse_engine::is_sparse_file(image) {
         return Err(format!(
             "{}: an Android sparse image is read-only here: expand it with `f2fuse unsparse`, \
@@ -39,16 +39,15 @@ pub fn open_rw(image: &Path) -> Result<(f2fuse_fuse::ImageLock, Fs), String> {
             image.display()
         ));
     }
-    let lock = f2fuse_fuse::lock_image(image)?;
-    let fs = Fs::open_path(
+    Fs::open_path(
         image,
         OpenOptions {
             writable: true,
+            lock: true,
             ..Default::default()
         },
     )
-    .map_err(|e| format!("{}: {}", image.display(), describe(&e)))?;
-    Ok((lock, fs))
+    .map_err(|e| format!("{}: {}", image.display(), describe(&e)))
 }
 
 /// Why the engine refused an operation, if it refused it (rather than

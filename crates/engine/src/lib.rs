@@ -51,7 +51,7 @@
 //! Inside, the engine is split the way the kernel's fs/f2fs is. Lower
 //! modules never use higher ones:
 //!
-//! `lock_order` < `stats` < `device` (with `sparse`) < `superblock` < `checkpoint` < `segment`
+//! `lock_order` < `stats` < `device` (with `sparse` and `image_lock`) < `superblock` < `checkpoint` < `segment`
 //! < `extent_cache` < `node` < `inode` < `ipu` < `flags` < `inline` < `data` < `compress`
 //! < `xattr` < `acl` < `perm` < `dir` < `gc`
 //! < `tunables` < `commit` < `recovery` < `report` < `fs` (the facade), with
@@ -77,6 +77,7 @@ mod flags;
 mod fs;
 mod fsck;
 mod gc;
+mod image_lock;
 mod inline;
 mod inode;
 mod ipu;
@@ -99,8 +100,11 @@ mod xattr;
 // Opening an image, the file system and its callers.
 pub use device::{BlockDevice, FileDevice, FileDeviceOptions, MemDevice};
 pub use fs::{AsUser, Fs, OpenOptions, OPEN_FOR_EXEC};
+pub use image_lock::{lock_image, unescape_mountinfo, ImageLock};
 pub use perm::{lists_xattr, Access, Credentials};
-pub use sparse::{is_sparse_file, write_sparse, SparseDevice};
+pub use sparse::{
+    encode_sparse_file, expand_sparse_file, is_sparse_file, write_sparse, RawWorkCopy, SparseDevice,
+};
 
 // What operations take and return.
 pub use acl::AclKind;

@@ -85,7 +85,7 @@ fn mount_owner(mountpoint: &Path) -> Result<u32, String> {
         .rev()
         .find_map(|line| {
             let (mount, fs) = line.split_once(" - ")?;
-            let point = crate::unescape_mountinfo(mount.split(' ').nth(4)?);
+            let point = f2fuse_engine::unescape_mountinfo(mount.split(' ').nth(4)?);
             let mut fs = fs.split(' ');
             let kind = fs.next()?;
             if point != wanted || !(kind == "fuse" || kind.starts_with("fuse.")) {

@@ -73,6 +73,7 @@ use crate::data::DataPolicy;
 use crate::device::Device;
 use crate::error::{Error, ErrorKind, Result};
 use crate::gc::GcState;
+use crate::image_lock::ImageLock;
 use crate::inode::{Ctx, InodeCheck, InodeClock, InodeInfo};
 use crate::ipu::IpuPolicy;
 use crate::lock_order::{self, Level};
@@ -105,6 +106,11 @@ pub struct OpenOptions {
     /// reads, around the host's page cache; 0 (the default) for none. See
     /// [`FileDeviceOptions::read_ahead`](crate::device::FileDeviceOptions).
     pub read_ahead: u64,
+    /// Take the image's exclusive lock ([`lock_image`](crate::lock_image))
+    /// before opening it and hold it while the [`Fs`] is open, as a mount
+    /// and the CLI's write commands do: an image another f2fuse has open
+    /// this way is refused ([`ErrorKind::Busy`](crate::ErrorKind::Busy)).
+    pub lock: bool,
 }
 
 /// File system totals, as statfs reports them.
@@ -203,6 +209,9 @@ pub struct Fs {
     counters: ShardedCounters<3>,
     /// The data path's tunables, read by every read and write without a lock.
     data_policy: DataPolicyCell,
+    /// Held while open when [`OpenOptions::lock`] asked for it; declared
+    /// last, so it is let go after everything else is dropped.
+    image_lock: Option<ImageLock>,
 }
 
 /// [`DataPolicy`] in atomics (`max_folio_order`, `serialized_dio_pages`,

@@ -7,6 +7,7 @@ use crate::checkpoint::{load_checkpoint, CheckpointState};
 use crate::device::{BlockDevice, Device, FileDevice, FileDeviceOptions, OverlayDevice};
 use crate::error::{Error, ErrorKind, Result};
 use crate::gc::GcState;
+use crate::image_lock::lock_image;
 use crate::inode::{FileKind, InodeCheck, InodeClock};
 use crate::node::NodeManager;
 use crate::recovery;
@@ -46,6 +47,21 @@ impl Fs {
     /// Opens an image file or block device with tunables set (`name`,
     /// value) before the first operation; they need `opts.writable`.
     pub fn open_path_with(
+        path: &Path,
+        opts: OpenOptions,
+        tunables: &[(String, u64)],
+    ) -> Result<Fs> {
+        let image_lock = if opts.lock {
+            Some(lock_image(path)?)
+        } else {
+            None
+        };
+        let mut fs = Fs::open_path_unlocked(path, opts, tunables)?;
+        fs.image_lock = image_lock;
+        Ok(fs)
+    }
+
+    fn open_path_unlocked(
         path: &Path,
         opts: OpenOptions,
         tunables: &[(String, u64)],
@@ -123,6 +139,7 @@ impl Fs {
             writer: None,
             counters: ShardedCounters::default(),
             data_policy: DataPolicyCell::new(&Tunables::defaults(0, 0)),
+            image_lock: None,
         };
         let root = fs.inode(F2FS_ROOT_INO)?;
         if root.kind != FileKind::Directory {
