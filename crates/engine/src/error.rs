@@ -147,7 +147,10 @@ pub enum Error {
 pub type Result<T> = std::result::Result<T, Error>;
 
 impl Error {
-    /// A refusal of `kind` with `context` saying what was refused.
+    /// A refusal of `kind` with `context` saying what was refused. Device
+    /// failures, corruption and unsupported format features have their
+    /// own constructors ([`io`](Self::io), `From<Corrupt>`,
+    /// [`unsupported`](Self::unsupported)): they are not refusals.
     pub fn new(kind: ErrorKind, context: impl Into<String>) -> Error {
         Error::Refused {
             kind,
