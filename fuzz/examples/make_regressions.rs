@@ -5,6 +5,7 @@
 //! Each one reproduces an engine or layout bug found while writing the
 //! corrupt-image suite; all panicked or hung before their fixes.
 
+use f2fuse_engine::internals::FsInternals;
 use f2fuse_engine::Fs;
 use f2fuse_fuzz::{seed_images, SeedImage};
 use f2fuse_layout::checkpoint::{seal_checkpoint_block, Checkpoint};

@@ -9,14 +9,16 @@
 //! overflow, an out-of-bounds index or a hang is a bug in the engine or
 //! the layout crate.
 
-use f2fuse_engine::checkpoint::load_checkpoint;
-use f2fuse_engine::compress::{compress_cluster, decompress};
-use f2fuse_engine::device::{BlockDevice, Device};
-use f2fuse_engine::dir::dir_block_count;
-use f2fuse_engine::inode::{decode_inode, InodeCheck};
-use f2fuse_engine::segment::SitTable;
-use f2fuse_engine::superblock::{load_superblock, READ_FEATURES};
-use f2fuse_engine::{data, inline, FileKind, Fs};
+use f2fuse_engine::internals::checkpoint::load_checkpoint;
+use f2fuse_engine::internals::compress::{compress_cluster, decompress};
+use f2fuse_engine::internals::device::{BlockDevice, Device};
+use f2fuse_engine::internals::dir::dir_block_count;
+use f2fuse_engine::internals::inode::{decode_inode, InodeCheck};
+use f2fuse_engine::internals::segment::SitTable;
+use f2fuse_engine::internals::superblock::{load_superblock, READ_FEATURES};
+use f2fuse_engine::internals::FsInternals;
+use f2fuse_engine::internals::{data, inline};
+use f2fuse_engine::{FileKind, Fs};
 use f2fuse_layout::bitmap::test_bit_msb;
 use f2fuse_layout::casefold::F2FS_ENC_STRICT_MODE_FL;
 use f2fuse_layout::checkpoint::{

@@ -6,15 +6,13 @@ use crate::android::{self, FileContexts, FsConfig, FsConfigEntry, Label};
 use crate::build_compress::CompressArgs;
 use crate::mkfs::parse_uuid;
 use crate::put::{attrs_of, open_source};
-use crate::rw::{self, copy_data, describe, errno_of, fail, show, CopyError};
+use crate::rw::{self, copy_data, describe, fail, refusal_of, show, CopyError};
 use crate::size::{human, parse_size};
-use crate::sparse::RawCopy;
 use clap::Args;
-use f2fuse_engine::fs::TimeSet;
-use f2fuse_engine::mkfs::{format_path, parse_features, MkfsOptions};
-use f2fuse_engine::sparse::is_sparse_file;
-use f2fuse_engine::xattr::SetMode;
-use f2fuse_engine::{FileKind, Fs, Timestamp};
+use f2fuse_engine::{
+    format_path, is_sparse_file, parse_features, ErrorKind, FileKind, Fs, MkfsOptions, RawWorkCopy,
+    SetMode, TimeSet, Timestamp,
+};
 use f2fuse_layout::F2FS_ROOT_INO;
 use indicatif::{ProgressBar, ProgressStyle};
 use std::collections::{HashMap, HashSet};
@@ -172,7 +170,7 @@ struct Built {
 
 fn build_sparse(args: &BuildArgs) -> Result<Built, String> {
     let image_md = fs::metadata(&args.image).ok();
-    let raw = RawCopy::beside(&args.image);
+    let raw = RawWorkCopy::beside(&args.image);
     if image_md.as_ref().is_some_and(|m| m.len() > 0) {
         if !is_sparse_file(&args.image) {
             return Err(format!(
@@ -181,10 +179,10 @@ fn build_sparse(args: &BuildArgs) -> Result<Built, String> {
                 args.image.display()
             ));
         }
-        raw.expand_from(&args.image)?;
+        raw.expand_from(&args.image).map_err(|e| describe(&e))?;
     }
-    let built = build_into(args, &raw.path, image_md.as_ref().map(id_of))?;
-    raw.store_into(&args.image)?;
+    let built = build_into(args, raw.path(), image_md.as_ref().map(id_of))?;
+    raw.store_into(&args.image).map_err(|e| describe(&e))?;
     Ok(built)
 }
 
@@ -245,7 +243,7 @@ fn build_into(args: &BuildArgs, image: &Path, also_skip: Option<HostId>) -> Resu
         skip.extend(fs::metadata(image).ok().map(|m| id_of(&m)));
     }
 
-    let (_lock, fs) = rw::open_rw(image)?;
+    let fs = rw::open_rw(image)?;
     fs.set_max_dirty_nodes(BUILD_MAX_DIRTY_NODES);
     args.compress.configure(&fs)?;
     let free = fs.statfs().blocks_free * 4096;
@@ -455,7 +453,7 @@ impl Builder<'_> {
     ) -> Result<Option<u32>, String> {
         let entry = match self.fs.lookup(dir, name) {
             Ok(e) => e,
-            Err(e) if errno_of(&e) == Some(libc::ENOENT) => return Ok(None),
+            Err(e) if refusal_of(&e) == Some(ErrorKind::NotFound) => return Ok(None),
             Err(e) => return Err(fail(shown, &e)),
         };
         match (entry.kind == FileKind::Directory, is_dir) {
@@ -510,7 +508,12 @@ impl Builder<'_> {
             }
             match self.fs.set_xattr(ino, &name, &value, SetMode::Any) {
                 Ok(()) => {}
-                Err(e) if matches!(errno_of(&e), Some(libc::E2BIG) | Some(libc::ERANGE)) => {
+                Err(e)
+                    if matches!(
+                        refusal_of(&e),
+                        Some(ErrorKind::TooBig) | Some(ErrorKind::BufferTooSmall)
+                    ) =>
+                {
                     self.warnings.push(format!(
                         "{}: xattr {} not copied: {}",
                         path.display(),

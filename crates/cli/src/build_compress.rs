@@ -3,8 +3,7 @@
 //! saves are given back.
 
 use clap::Args;
-use f2fuse_engine::compress::CompressOptions;
-use f2fuse_engine::{Error, Fs};
+use f2fuse_engine::{CompressOptions, Error, Fs};
 use f2fuse_layout::compress::CompressAlgorithm;
 use f2fuse_layout::{feature, inode_flag};
 

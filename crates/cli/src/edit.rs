@@ -2,11 +2,9 @@
 //! chmod, chown, setfattr. Each opens the image writable, makes its change
 //! and unmounts cleanly (see `rw::with_image`).
 
-use crate::rw::{self, errno_of, fail, show, with_image};
+use crate::rw::{self, fail, refusal_of, show, with_image};
 use clap::Args;
-use f2fuse_engine::fs::{RenameFlags, SetAttr};
-use f2fuse_engine::xattr::SetMode;
-use f2fuse_engine::{FileKind, Fs};
+use f2fuse_engine::{ErrorKind, FileKind, Fs, RenameFlags, SetAttr, SetMode};
 use std::ffi::OsString;
 use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
@@ -54,7 +52,7 @@ pub fn mkdir(args: &MkdirArgs) -> Result<(), String> {
                     }
                     entry.ino
                 }
-                Err(e) if errno_of(&e) == Some(libc::ENOENT) => {
+                Err(e) if refusal_of(&e) == Some(ErrorKind::NotFound) => {
                     // Parents get 0755 (u+wx over the default), the last one the mode asked for.
                     let mode = if i + 1 == parts.len() { perm } else { 0o755 };
                     fs.mkdir(dir, part, mode, uid, gid)
@@ -98,8 +96,8 @@ pub fn rm(args: &RmArgs) -> Result<(), String> {
             remove_tree(fs, target.ino, path)?;
         }
         fs.rmdir(slot.parent.ino, &slot.name)
-            .map_err(|e| match errno_of(&e) {
-                Some(libc::ENOTEMPTY) => format!(
+            .map_err(|e| match refusal_of(&e) {
+                Some(ErrorKind::NotEmpty) => format!(
                     "{}: directory not empty (use -r to remove it and its contents)",
                     show(path)
                 ),
@@ -164,17 +162,17 @@ pub fn mv(args: &MvArgs) -> Result<(), String> {
             &dest.name,
             RenameFlags::default(),
         )
-        .map_err(|e| match errno_of(&e) {
-            Some(libc::EINVAL) => format!(
+        .map_err(|e| match refusal_of(&e) {
+            Some(ErrorKind::InvalidArgument) => format!(
                 "cannot move {} to {shown}: a directory cannot move into itself",
                 show(from)
             ),
-            Some(libc::ENOTEMPTY) => format!("{shown}: directory not empty"),
-            Some(libc::EISDIR) => format!(
+            Some(ErrorKind::NotEmpty) => format!("{shown}: directory not empty"),
+            Some(ErrorKind::IsADirectory) => format!(
                 "cannot move {} to {shown}: a file cannot replace a directory",
                 show(from)
             ),
-            Some(libc::ENOTDIR) => format!(
+            Some(ErrorKind::NotADirectory) => format!(
                 "cannot move {} to {shown}: a directory cannot replace a file",
                 show(from)
             ),
@@ -344,21 +342,21 @@ pub fn setfattr(args: &SetfattrArgs) -> Result<(), String> {
         } else {
             fs.set_xattr(inode.ino, name, &value, SetMode::Any)
         };
-        result.map_err(|e| match errno_of(&e) {
-            Some(libc::ENODATA) => format!("{}: no attribute {}", show(path), show(name)),
-            Some(libc::E2BIG) => format!(
+        result.map_err(|e| match refusal_of(&e) {
+            Some(ErrorKind::NoData) => format!("{}: no attribute {}", show(path), show(name)),
+            Some(ErrorKind::TooBig) => format!(
                 "{}: attribute {}: a value of {} bytes is too large for F2FS",
                 show(path),
                 show(name),
                 value.len()
             ),
-            Some(libc::ENOSPC) => format!(
+            Some(ErrorKind::NoSpace) => format!(
                 "{}: attribute {}: {}",
                 show(path),
                 show(name),
                 rw::describe(&e)
             ),
-            Some(libc::ERANGE) => format!("{}: attribute name too long", show(name)),
+            Some(ErrorKind::BufferTooSmall) => format!("{}: attribute name too long", show(name)),
             _ => fail(&show(path), &e),
         })
     })

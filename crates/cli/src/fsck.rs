@@ -16,7 +16,7 @@ pub fn run(image: &Path) -> ExitCode {
             return ExitCode::from(255);
         }
     };
-    match f2fuse_engine::fsck::check(&fs) {
+    match f2fuse_engine::fsck(&fs) {
         Ok(report) => {
             for problem in &report.problems {
                 println!("error: {problem}");

@@ -1,8 +1,8 @@
 //! Read-only commands: info, status, extents, ls, stat, cat, get.
 
 use crate::size::human;
-use f2fuse_engine::dir::DirEntryInfo;
-use f2fuse_engine::{FileKind, Fs, InodeInfo, OpenOptions, Timestamp};
+use f2fuse_engine::internals::FsInternals;
+use f2fuse_engine::{DirEntryInfo, FileKind, Fs, InodeInfo, OpenOptions, Timestamp};
 use f2fuse_layout::casefold::F2FS_ENC_STRICT_MODE_FL;
 use f2fuse_layout::checkpoint::SSR;
 use f2fuse_layout::{cp_flag, feature, CursegType, F2FS_BLKSIZE};

@@ -6,9 +6,10 @@
 
 use crate::size::parse_size;
 use clap::{Args, ValueEnum};
-use f2fuse_engine::device::{BlockDevice, Device, MemDevice};
-use f2fuse_engine::mkfs::{format, MkfsOptions};
-use f2fuse_engine::{tunables, Error, Fs};
+use f2fuse_engine::internals::device::Device;
+use f2fuse_engine::internals::mkfs::format;
+use f2fuse_engine::internals::FsInternals;
+use f2fuse_engine::{parse_tunable, BlockDevice, Error, ErrorKind, Fs, MemDevice, MkfsOptions};
 use f2fuse_layout::F2FS_ROOT_INO as ROOT;
 use std::io;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -197,7 +198,7 @@ fn fill_w2(fs: &Fs, target: u64, block: &[u8]) -> Result<Vec<u32>, Error> {
         match add_w2_file(fs, files.len() as u64, &mut dir, &content) {
             Ok(ino) => files.push(ino),
             // As the bench: a full file system ends the fill phase.
-            Err(e) if e.to_errno() == libc::ENOSPC => break,
+            Err(e) if e.kind() == ErrorKind::NoSpace => break,
             Err(e) => return Err(e),
         }
     }
@@ -216,7 +217,7 @@ fn add_w2_file(fs: &Fs, n: u64, dir: &mut u32, content: &[u8]) -> Result<u32, Er
         Ok(len) if len == content.len() => Ok(f.ino),
         Ok(_) => {
             fs.unlink(*dir, name.as_bytes())?;
-            Err(Error::errno(libc::ENOSPC, "short write"))
+            Err(Error::new(ErrorKind::NoSpace, "short write"))
         }
         Err(e) => {
             fs.unlink(*dir, name.as_bytes())?;
@@ -297,10 +298,10 @@ pub fn run_lab(cfg: &LabConfig) -> Result<LabReport, String> {
     }
     let gc = fs.gc_stats();
     let alloc = fs.alloc_stats();
-    let allocated = |a: &f2fuse_engine::segment::AllocStats| {
+    let allocated = |a: &f2fuse_engine::AllocStats| {
         a.lfs_blocks.iter().sum::<u64>() + a.ssr_blocks.iter().sum::<u64>()
     };
-    let ssr = |a: &f2fuse_engine::segment::AllocStats| a.ssr_blocks.iter().sum::<u64>();
+    let ssr = |a: &f2fuse_engine::AllocStats| a.ssr_blocks.iter().sum::<u64>();
     let report = LabReport {
         files: files.len() as u64,
         ops: cfg.ops,
@@ -324,7 +325,7 @@ pub fn run(args: &LabArgs) -> Result<(), String> {
     let tunables = args
         .set
         .iter()
-        .map(|s| tunables::parse_assignment(s).map_err(|e| e.to_string()))
+        .map(|s| parse_tunable(s).map_err(|e| e.to_string()))
         .collect::<Result<Vec<_>, _>>()?;
     let cfg = LabConfig {
         workload: args.workload,

@@ -1,9 +1,8 @@
 //! `mkfs`: format an image with the layout mkfs.f2fs 1.15 would choose.
 
 use crate::size::{human, parse_size};
-use crate::sparse::RawCopy;
 use clap::Args;
-use f2fuse_engine::mkfs::{format_path, parse_features, MkfsOptions};
+use f2fuse_engine::{format_path, parse_features, MkfsOptions, RawWorkCopy};
 use f2fuse_layout::feature;
 use std::path::PathBuf;
 
@@ -108,10 +107,11 @@ pub fn run(args: &MkfsArgs) -> Result<(), String> {
         if size.is_none() {
             return Err(format!("{}: --sparse needs --size", args.image.display()));
         }
-        let raw = RawCopy::beside(&args.image);
-        let report = format_path(&raw.path, size, &opts)
+        let raw = RawWorkCopy::beside(&args.image);
+        let report = format_path(raw.path(), size, &opts)
             .map_err(|e| format!("{}: {e}", args.image.display()))?;
-        raw.store_into(&args.image)?;
+        raw.store_into(&args.image)
+            .map_err(|e| crate::rw::describe(&e))?;
         report
     } else {
         format_path(&args.image, size, &opts)

@@ -2,8 +2,7 @@
 
 use crate::rw::{self, copy_data, show, with_image, CopyError};
 use clap::Args;
-use f2fuse_engine::fs::{SetAttr, TimeSet};
-use f2fuse_engine::{FileKind, Fs, Timestamp};
+use f2fuse_engine::{FileKind, Fs, SetAttr, TimeSet, Timestamp};
 use std::ffi::OsString;
 use std::fs::{File, Metadata};
 use std::os::unix::ffi::OsStrExt;

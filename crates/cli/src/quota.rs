@@ -5,7 +5,7 @@
 use crate::inspect::{self, ask_mount};
 use crate::rw::{existing, fail, show, with_image};
 use clap::{Args, Subcommand, ValueEnum};
-use f2fuse_engine::quota::{Limits, TYPE_NAMES};
+use f2fuse_engine::{QuotaLimits as Limits, QUOTA_TYPE_NAMES as TYPE_NAMES};
 use f2fuse_layout::inode_flag;
 use std::ffi::OsString;
 use std::os::unix::ffi::OsStrExt;

@@ -2,7 +2,7 @@
 //! always unmounting it, paths as raw bytes, error texts, mode and owner
 //! parsing, and copying host file data into the image with holes kept.
 
-use f2fuse_engine::{Error, FileKind, Fs, InodeInfo, OpenOptions};
+use f2fuse_engine::{Error, ErrorKind, FileKind, Fs, InodeInfo, OpenOptions};
 use f2fuse_layout::F2FS_ROOT_INO;
 use std::fs::File;
 use std::os::unix::fs::FileExt;
@@ -18,7 +18,7 @@ pub fn with_image<R>(
     image: &Path,
     work: impl FnOnce(&Fs) -> Result<R, String>,
 ) -> Result<R, String> {
-    let (_lock, fs) = open_rw(image)?;
+    let fs = open_rw(image)?;
     let result = work(&fs);
     let unmounted = fs
         .unmount()
@@ -31,32 +31,29 @@ pub fn with_image<R>(
 
 /// Opens an image for writing, holding the same lock a mount holds, so an
 /// offline command never writes to a mounted image.
-pub fn open_rw(image: &Path) -> Result<(f2fuse_fuse::ImageLock, Fs), String> {
-    if f2fuse_engine::sparse::is_sparse_file(image) {
+pub fn open_rw(image: &Path) -> Result<Fs, String> {
+    if f2fuse_engine::is_sparse_file(image) {
         return Err(format!(
             "{}: an Android sparse image is read-only here: expand it with `f2fuse unsparse`, \
              or add a tree to it with `f2fuse build --sparse`",
             image.display()
         ));
     }
-    let lock = f2fuse_fuse::lock_image(image)?;
-    let fs = Fs::open_path(
+    Fs::open_path(
         image,
         OpenOptions {
             writable: true,
+            lock: true,
             ..Default::default()
         },
     )
-    .map_err(|e| format!("{}: {}", image.display(), describe(&e)))?;
-    Ok((lock, fs))
+    .map_err(|e| format!("{}: {}", image.display(), describe(&e)))
 }
 
-/// The POSIX error number of an engine error, if it is one.
-pub fn errno_of(e: &Error) -> Option<i32> {
-    match e {
-        Error::Errno { errno, .. } => Some(*errno),
-        _ => None,
-    }
+/// Why the engine refused an operation, if it refused it (rather than
+/// failing on the device or the image).
+pub fn refusal_of(e: &Error) -> Option<ErrorKind> {
+    e.is_refusal().then(|| e.kind())
 }
 
 /// strerror text without Rust's " (os error N)" tail.
@@ -72,8 +69,8 @@ pub fn strerror(errno: i32) -> String {
 /// strerror text, for anything else the engine's own description.
 pub fn describe(e: &Error) -> String {
     match e {
-        Error::Errno { errno, context } if context.is_empty() => strerror(*errno),
-        Error::Errno { errno, context } => format!("{context}: {}", strerror(*errno)),
+        Error::Refused { kind, context } if context.is_empty() => strerror(kind.errno()),
+        Error::Refused { kind, context } => format!("{context}: {}", strerror(kind.errno())),
         Error::Io { source, .. } if source.raw_os_error() == Some(libc::ENOSPC) => {
             format!("{e} (the disk holding the image is full)")
         }
@@ -83,9 +80,9 @@ pub fn describe(e: &Error) -> String {
 
 /// `"{what}: {text}"` where text is the errno's message (ENOSPC gets a hint).
 pub fn fail(what: &str, e: &Error) -> String {
-    match errno_of(e) {
-        Some(libc::ENOSPC) => format!("{what}: no space left in the image"),
-        Some(errno) => format!("{what}: {}", strerror(errno)),
+    match refusal_of(e) {
+        Some(ErrorKind::NoSpace) => format!("{what}: no space left in the image"),
+        Some(kind) => format!("{what}: {}", strerror(kind.errno())),
         None => format!("{what}: {}", describe(e)),
     }
 }
@@ -123,11 +120,11 @@ fn walk(fs: &Fs, parts: &[&[u8]]) -> Result<u32, Walk> {
         ino = match fs.lookup(ino, part) {
             Ok(entry) => entry.ino,
             Err(e) => {
-                return Err(match errno_of(&e) {
-                    Some(libc::ENOENT) => {
+                return Err(match refusal_of(&e) {
+                    Some(ErrorKind::NotFound) => {
                         Walk::Missing(format!("/{}", show(&parts[..=i].join(&b'/'))))
                     }
-                    Some(libc::ENOTDIR) => Walk::NotDir(here()),
+                    Some(ErrorKind::NotADirectory) => Walk::NotDir(here()),
                     _ => Walk::Other(e),
                 })
             }
@@ -158,8 +155,8 @@ pub fn resolve(fs: &Fs, path: &[u8]) -> Result<Option<InodeInfo>, String> {
             .inode(entry.ino)
             .map(Some)
             .map_err(|e| fail(&show(path), &e)),
-        Err(e) if errno_of(&e) == Some(libc::ENOENT) => Ok(None),
-        Err(e) if errno_of(&e) == Some(libc::ENOTDIR) => Err(format!(
+        Err(e) if refusal_of(&e) == Some(ErrorKind::NotFound) => Ok(None),
+        Err(e) if refusal_of(&e) == Some(ErrorKind::NotADirectory) => Err(format!(
             "{}: /{} is not a directory",
             show(path),
             show(&dirs.join(&b'/'))
@@ -207,7 +204,7 @@ pub fn slot(fs: &Fs, path: &[u8]) -> Result<Slot, String> {
     }
     let existing = match fs.lookup(parent.ino, name) {
         Ok(entry) => Some(fs.inode(entry.ino).map_err(|e| fail(&show(path), &e))?),
-        Err(e) if errno_of(&e) == Some(libc::ENOENT) => None,
+        Err(e) if refusal_of(&e) == Some(ErrorKind::NotFound) => None,
         Err(e) => return Err(fail(&show(path), &e)),
     };
     Ok(Slot {

@@ -18,8 +18,9 @@ mod fuzz_harness;
 mod support;
 
 use corrupt::*;
-use f2fuse_engine::device::IoKind;
-use f2fuse_engine::{Error, FileKind};
+use f2fuse_engine::internals::device::IoKind;
+use f2fuse_engine::internals::FsInternals;
+use f2fuse_engine::{ErrorKind, FileKind};
 use f2fuse_layout::checkpoint::{seal_checkpoint_block, Checkpoint};
 use f2fuse_layout::node::{footer_of, inode_of, NodeFooter};
 use f2fuse_layout::segment::{sit_block_addr, NatEntry, SitEntry};
@@ -597,10 +598,7 @@ fn sparse_huge_directory_lists_quickly() {
         // A lookup walks all 63 levels for a missing name.
         assert!(matches!(
             fs.lookup(dir.ino, b"missing"),
-            Err(Error::Errno {
-                errno: libc::ENOENT,
-                ..
-            })
+            Err(e) if e.kind() == ErrorKind::NotFound
         ));
     });
     assert_cli_ok(&cli(&img, &["ls", "IMG", "/big"]), "ls sparse huge dir");

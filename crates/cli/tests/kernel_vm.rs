@@ -24,14 +24,14 @@
 #[path = "../../engine/tests/support/mod.rs"]
 mod support;
 
-use f2fuse_engine::checkpoint::load_checkpoint;
-use f2fuse_engine::compress::CompressOptions;
-use f2fuse_engine::device::{Device, MemDevice};
-use f2fuse_engine::fs::SetAttr;
-use f2fuse_engine::mkfs::{format, MkfsOptions};
-use f2fuse_engine::recovery::walk_chain;
-use f2fuse_engine::superblock::load_superblock;
-use f2fuse_engine::xattr::SetMode;
+use f2fuse_engine::internals::checkpoint::load_checkpoint;
+use f2fuse_engine::internals::compress::CompressOptions;
+use f2fuse_engine::internals::device::{Device, MemDevice};
+use f2fuse_engine::internals::fs::SetAttr;
+use f2fuse_engine::internals::mkfs::{format, MkfsOptions};
+use f2fuse_engine::internals::recovery::walk_chain;
+use f2fuse_engine::internals::superblock::load_superblock;
+use f2fuse_engine::internals::xattr::SetMode;
 use f2fuse_engine::{FallocMode, Fs, OpenOptions};
 use f2fuse_layout::compress::CompressAlgorithm;
 use f2fuse_layout::cp_flag;
@@ -2093,7 +2093,7 @@ umount /mnt
         fs.link(file_a.ino, sub.ino, b"again"),
         libc::ENOKEY,
     );
-    let flags = f2fuse_engine::fs::RenameFlags::default();
+    let flags = f2fuse_engine::internals::fs::RenameFlags::default();
     let a_name = nokey_of("file_a").as_bytes();
     assert_errno(
         "rename within",
@@ -2115,7 +2115,7 @@ umount /mnt
 
     let keep = fs.resolve("/verity_keep").unwrap();
     assert_ne!(
-        fs.get_flags(&keep) & f2fuse_engine::flags::reported::VERITY,
+        fs.get_flags(&keep) & f2fuse_engine::internals::flags::reported::VERITY,
         0
     );
     let mut contents = vec![0u8; keep.size as usize];

@@ -1350,7 +1350,7 @@ fn f2fuse_fsck(img: &Path) -> Option<String> {
         Ok(fs) => fs,
         Err(e) => return Some(format!("f2fuse fsck cannot open the image: {e}")),
     };
-    match f2fuse_engine::fsck::check(&fs) {
+    match f2fuse_engine::internals::fsck::check(&fs) {
         Ok(report) if report.is_clean() => None,
         Ok(report) => Some(format!("f2fuse fsck:\n{}", report.problems.join("\n"))),
         Err(e) => Some(format!("f2fuse fsck: {e}")),

@@ -9,7 +9,8 @@
 #[path = "../../engine/tests/support/mod.rs"]
 mod support;
 
-use f2fuse_engine::acl::AclKind;
+use f2fuse_engine::internals::acl::AclKind;
+use f2fuse_engine::internals::FsInternals;
 use f2fuse_engine::{FileKind, Fs, OpenOptions};
 use f2fuse_layout::{inode_flag, F2FS_ROOT_INO};
 use std::ffi::{CString, OsStr};

@@ -6,6 +6,7 @@
 #[path = "../../engine/tests/support/mod.rs"]
 mod support;
 
+use f2fuse_engine::internals::FsInternals;
 use f2fuse_engine::{FileKind, Fs, InodeInfo, OpenOptions};
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
@@ -691,7 +692,7 @@ fn errors_on_images() {
 /// first warm data segment exactly (`f2fuse put` of a 2 MiB file does it too).
 #[test]
 fn engine_bug_full_segment_in_checkpoint() {
-    use f2fuse_engine::mkfs::{format_path, MkfsOptions};
+    use f2fuse_engine::internals::mkfs::{format_path, MkfsOptions};
     if !require_f2fs_tools() {
         return;
     }
@@ -732,8 +733,8 @@ fn engine_bug_full_segment_in_checkpoint() {
 /// `build` refuse ACLs until this is fixed.)
 #[test]
 fn engine_bug_posix_acl_format() {
-    use f2fuse_engine::mkfs::{format_path, MkfsOptions};
-    use f2fuse_engine::xattr::{read_xattrs, SetMode};
+    use f2fuse_engine::internals::mkfs::{format_path, MkfsOptions};
+    use f2fuse_engine::internals::xattr::{read_xattrs, SetMode};
     let scratch = Scratch::new("cli-acl");
     let img = scratch.join("img");
     format_path(&img, Some(64 << 20), &MkfsOptions::default()).unwrap();

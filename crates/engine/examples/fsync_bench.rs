@@ -4,8 +4,10 @@
 //!
 //! `cargo run -p f2fuse-engine --example fsync_bench [ITERATIONS] [IMAGE_DIR]`
 
-use f2fuse_engine::device::{BlockDevice, Device, FileDevice, FileDeviceOptions, MemDevice};
-use f2fuse_engine::mkfs::{format, MkfsOptions};
+use f2fuse_engine::internals::device::{
+    BlockDevice, Device, FileDevice, FileDeviceOptions, MemDevice,
+};
+use f2fuse_engine::internals::mkfs::{format, MkfsOptions};
 use f2fuse_engine::Fs;
 use f2fuse_layout::F2FS_ROOT_INO;
 use std::sync::Arc;

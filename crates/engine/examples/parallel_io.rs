@@ -10,8 +10,8 @@
 //! failed checks go to stderr. Every point starts on a freshly formatted
 //! image, and what the threads wrote is read back and checked afterwards.
 
-use f2fuse_engine::device::{Device, MemDevice};
-use f2fuse_engine::mkfs::{format, format_path, MkfsOptions};
+use f2fuse_engine::internals::device::{Device, MemDevice};
+use f2fuse_engine::internals::mkfs::{format, format_path, MkfsOptions};
 use f2fuse_engine::{Fs, OpenOptions};
 use f2fuse_layout::F2FS_ROOT_INO;
 use std::path::{Path, PathBuf};

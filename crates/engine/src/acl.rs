@@ -5,7 +5,7 @@
 //! (posix_acl_equiv_mode), chmod rewriting it (posix_acl_chmod), and a new
 //! inode inheriting its directory's default ACL (posix_acl_create).
 
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorKind, Result};
 use crate::inode::InodeInfo;
 use f2fuse_layout::xattr::{
     ACL_GROUP, ACL_GROUP_OBJ, ACL_MASK, ACL_OTHER, ACL_USER, ACL_USER_OBJ, POSIX_ACL_XATTR_VERSION,
@@ -21,6 +21,7 @@ pub enum AclKind {
 }
 
 impl AclKind {
+    /// The xattr name this ACL is stored under.
     pub fn xattr_name(self) -> &'static [u8] {
         match self {
             AclKind::Access => b"system.posix_acl_access",
@@ -53,7 +54,10 @@ pub struct Acl {
 }
 
 fn invalid(detail: impl Into<String>) -> Error {
-    Error::errno(libc::EINVAL, format!("POSIX ACL: {}", detail.into()))
+    Error::new(
+        ErrorKind::InvalidArgument,
+        format!("POSIX ACL: {}", detail.into()),
+    )
 }
 
 impl Acl {
@@ -318,7 +322,10 @@ mod tests {
             acl(&[(ACL_USER_OBJ, 7, U), (0x40, 5, U), (ACL_OTHER, 0, U)]),
             acl(&[]),
         ] {
-            assert_eq!(Acl::parse(&bad).unwrap_err().to_errno(), libc::EINVAL);
+            assert_eq!(
+                Acl::parse(&bad).unwrap_err().kind(),
+                ErrorKind::InvalidArgument
+            );
         }
         assert!(Acl::parse(&good[..good.len() - 1]).is_err());
         let mut v1 = good.clone();

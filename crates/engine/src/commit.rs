@@ -4,7 +4,7 @@
 
 use crate::checkpoint::CheckpointState;
 use crate::device::{Device, IoKind};
-use crate::error::Result;
+use crate::error::{Error, ErrorKind, Result};
 use crate::segment::{SegmentManager, SitFlush};
 use f2fuse_layout::checkpoint::{
     compacted_blocks_needed, encode_compacted_summaries, seal_checkpoint_block, DataSummaries, LFS,
@@ -112,8 +112,8 @@ pub fn write_checkpoint(
     let start_sum = 1 + payload + orphan_blocks.len();
     let total = start_sum + data_blocks + node_blocks + 1;
     if total + 1 > BLOCKS_PER_SEG as usize {
-        return Err(crate::error::Error::errno(
-            libc::ENOSPC,
+        return Err(Error::new(
+            ErrorKind::NoSpace,
             "too many orphan inodes for one checkpoint pack",
         ));
     }

@@ -2,7 +2,7 @@
 //! inode, direct, indirect and double-indirect nodes, and reading bytes.
 
 use crate::device::{Block, Device, IoKind};
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorKind, Result};
 use crate::extent_cache::CachedExtent;
 use crate::inline;
 use crate::inode::InodeInfo;
@@ -144,8 +144,8 @@ pub fn data_kind(inode: &InodeInfo) -> IoKind {
 /// opened (fscrypt_file_open: ENOKEY).
 pub fn check_readable(inode: &InodeInfo) -> Result<()> {
     if inode.is_encrypted() {
-        return Err(Error::errno(
-            libc::ENOKEY,
+        return Err(Error::new(
+            ErrorKind::NoKey,
             format!("inode {}: encrypted file, no key", inode.ino),
         ));
     }
@@ -157,8 +157,8 @@ pub fn check_readable(inode: &InodeInfo) -> Result<()> {
 pub fn check_writable(inode: &InodeInfo) -> Result<()> {
     check_readable(inode)?;
     if inode.is_verity() {
-        return Err(Error::errno(
-            libc::EPERM,
+        return Err(Error::new(
+            ErrorKind::NotPermitted,
             format!("inode {}: fs-verity file is read-only", inode.ino),
         ));
     }
@@ -466,8 +466,8 @@ pub fn addr_slot(
     create: bool,
 ) -> Result<Option<AddrSlot>> {
     let path = block_path(index, inode.addrs()).ok_or_else(|| {
-        Error::errno(
-            libc::EFBIG,
+        Error::new(
+            ErrorKind::FileTooLarge,
             format!("inode {}: block {index} beyond the largest file", inode.ino),
         )
     })?;
@@ -819,7 +819,7 @@ fn place_blocks(
         }
         if old == NULL_ADDR && !reserved_all {
             if quota_left == 0 {
-                return Err(Error::errno(libc::EDQUOT, "block quota exceeded"));
+                return Err(Error::new(ErrorKind::QuotaExceeded, "block quota exceeded"));
             }
             space.reserve_blocks(1)?;
             quota_left -= 1;
@@ -928,8 +928,8 @@ pub fn write_data(
     let mut inode = ctx.inode(ino)?;
     check_readable(&inode)?;
     if !matches!(inode.kind, Kind::Regular | Kind::Symlink) {
-        return Err(Error::errno(
-            libc::EINVAL,
+        return Err(Error::new(
+            ErrorKind::InvalidArgument,
             format!("inode {ino} is not a regular file"),
         ));
     }
@@ -1008,7 +1008,7 @@ pub fn write_data(
             let written = ((chunk.start + done as u64) * bs)
                 .min(end)
                 .saturating_sub(offset);
-            if written == 0 || !matches!(e.to_errno(), libc::ENOSPC | libc::EDQUOT) {
+            if written == 0 || !matches!(e.kind(), ErrorKind::NoSpace | ErrorKind::QuotaExceeded) {
                 return Err(e);
             }
             finish_write(ctx, ino, offset + written)?;
@@ -1071,8 +1071,8 @@ fn zeroout_chunk(
 pub fn within_largest_file<'d>(inode: &InodeInfo, offset: u64, data: &'d [u8]) -> Result<&'d [u8]> {
     let max = max_file_blocks(inode.addrs()) * F2FS_BLKSIZE as u64;
     if offset >= max {
-        return Err(Error::errno(
-            libc::EFBIG,
+        return Err(Error::new(
+            ErrorKind::FileTooLarge,
             format!("inode {}: write past the largest file size", inode.ino),
         ));
     }
@@ -1279,8 +1279,8 @@ pub fn truncate_blocks(ctx: &Ctx, ino: u32, from: u64) -> Result<()> {
 pub fn truncate(ctx: &Ctx, ino: u32, size: u64) -> Result<()> {
     let inode = ctx.inode(ino)?;
     if size > max_file_blocks(inode.addrs()) * F2FS_BLKSIZE as u64 {
-        return Err(Error::errno(
-            libc::EFBIG,
+        return Err(Error::new(
+            ErrorKind::FileTooLarge,
             format!("inode {ino}: size {size} too large"),
         ));
     }
@@ -1353,13 +1353,19 @@ pub fn punch_block(ctx: &Ctx, inode: &InodeInfo, index: u64) -> Result<()> {
 pub enum FallocMode {
     /// Reserves the holes of the range as NEW_ADDR blocks (they read as
     /// zeros and count as used); grows the size unless `keep_size`.
-    Allocate { keep_size: bool },
+    Allocate {
+        /// Leave the file size alone (FALLOC_FL_KEEP_SIZE).
+        keep_size: bool,
+    },
     /// Zeroes the partial blocks at the ends and frees the whole blocks;
     /// the size never changes (the VFS requires KEEP_SIZE with it).
     PunchHole,
     /// Zeroes the partial blocks and turns the whole ones into NEW_ADDR
     /// reservations; grows the size unless `keep_size`.
-    ZeroRange { keep_size: bool },
+    ZeroRange {
+        /// Leave the file size alone (FALLOC_FL_KEEP_SIZE).
+        keep_size: bool,
+    },
     /// Removes a block-aligned range, shifting the rest of the file down.
     CollapseRange,
     /// Inserts a block-aligned hole, shifting the rest of the file up.
@@ -1376,24 +1382,27 @@ impl FallocMode {
             FALLOC_FL_KEEP_SIZE as KEEP, FALLOC_FL_PUNCH_HOLE as PUNCH,
             FALLOC_FL_ZERO_RANGE as ZERO,
         };
-        let bad = |errno, why: &str| {
-            Err(Error::errno(
-                errno,
+        let bad = |kind, why: &str| {
+            Err(Error::new(
+                kind,
                 format!("fallocate mode {flags:#x}: {why}"),
             ))
         };
         if flags & !(KEEP | PUNCH | COLLAPSE | ZERO | INSERT) != 0 {
-            return bad(libc::EOPNOTSUPP, "unknown flags");
+            return bad(ErrorKind::Unsupported, "unknown flags");
         }
         if flags & PUNCH != 0 && flags & ZERO != 0 {
-            return bad(libc::EINVAL, "punch hole with zero range");
+            return bad(ErrorKind::InvalidArgument, "punch hole with zero range");
         }
         if flags & PUNCH != 0 && flags & KEEP == 0 {
-            return bad(libc::EOPNOTSUPP, "punch hole without keep size");
+            return bad(ErrorKind::Unsupported, "punch hole without keep size");
         }
         for (flag, name) in [(COLLAPSE, "collapse range"), (INSERT, "insert range")] {
             if flags & flag != 0 && flags != flag {
-                return bad(libc::EINVAL, &format!("{name} with other flags"));
+                return bad(
+                    ErrorKind::InvalidArgument,
+                    &format!("{name} with other flags"),
+                );
             }
         }
         let keep_size = flags & KEEP != 0;
@@ -1423,15 +1432,18 @@ const SHIFT_STEP_NODES: u64 = 4;
 /// and an end within the largest file. Returns (end, largest size).
 pub fn fallocate_range(inode: &InodeInfo, offset: u64, len: u64) -> Result<(u64, u64)> {
     if len == 0 {
-        return Err(Error::errno(libc::EINVAL, "fallocate of length 0"));
+        return Err(Error::new(
+            ErrorKind::InvalidArgument,
+            "fallocate of length 0",
+        ));
     }
     let max = max_file_blocks(inode.addrs()) * F2FS_BLKSIZE as u64;
     let end = offset
         .checked_add(len)
         .filter(|&e| e <= max && e <= i64::MAX as u64)
         .ok_or_else(|| {
-            Error::errno(
-                libc::EFBIG,
+            Error::new(
+                ErrorKind::FileTooLarge,
                 format!("inode {}: fallocate past the largest file size", inode.ino),
             )
         })?;
@@ -1448,27 +1460,27 @@ pub fn fallocate(ctx: &Ctx, ino: u32, offset: u64, len: u64, mode: FallocMode) -
     // file's blocks may be in use by address (swap, OTA files): as f2fs,
     // only preallocation.
     if ipu::is_pinned(&inode) && !matches!(mode, FallocMode::Allocate { .. }) {
-        return Err(Error::errno(
-            libc::EOPNOTSUPP,
+        return Err(Error::new(
+            ErrorKind::Unsupported,
             format!("inode {ino}: only preallocation on a pinned file"),
         ));
     }
     match mode {
         FallocMode::CollapseRange if !aligned || end >= inode.size => {
-            return Err(Error::errno(
-                libc::EINVAL,
+            return Err(Error::new(
+                ErrorKind::InvalidArgument,
                 "collapse range: unaligned or reaching EOF",
             ))
         }
         FallocMode::InsertRange if !aligned || offset >= inode.size => {
-            return Err(Error::errno(
-                libc::EINVAL,
+            return Err(Error::new(
+                ErrorKind::InvalidArgument,
                 "insert range: unaligned or at/after EOF",
             ))
         }
         FallocMode::InsertRange if inode.size + len > max => {
-            return Err(Error::errno(
-                libc::EFBIG,
+            return Err(Error::new(
+                ErrorKind::FileTooLarge,
                 "insert range: file would grow too large",
             ))
         }
@@ -1689,8 +1701,8 @@ fn allocate_pinned(ctx: &Ctx, inode: &InodeInfo, first: u64, end: u64) -> Result
 fn preallocate(ctx: &Ctx, inode: &InodeInfo, first: u64, end: u64) -> Result<()> {
     let holes = count_holes(ctx, inode, first, end)?;
     if holes > ctx.space.lock().free_user_blocks() {
-        return Err(Error::errno(
-            libc::ENOSPC,
+        return Err(Error::new(
+            ErrorKind::NoSpace,
             format!("inode {}: preallocating {holes} blocks", inode.ino),
         ));
     }
@@ -1763,8 +1775,8 @@ fn zero_range(ctx: &Ctx, inode: &InodeInfo, start: u64, end: u64) -> Result<()> 
     let (first, whole_end) = whole_blocks(start, end);
     let holes = count_holes(ctx, inode, first, whole_end)?;
     if holes > ctx.space.lock().free_user_blocks() {
-        return Err(Error::errno(
-            libc::ENOSPC,
+        return Err(Error::new(
+            ErrorKind::NoSpace,
             format!("inode {}: zeroing {holes} unallocated blocks", inode.ino),
         ));
     }
@@ -1786,8 +1798,8 @@ enum Shift {
 fn shift_range(ctx: &Ctx, inode: &InodeInfo, first: u64, blocks: u64, shift: Shift) -> Result<()> {
     let step_need = SHIFT_STEP_BLOCKS + SHIFT_STEP_NODES;
     if ctx.space.lock().free_user_blocks() < step_need {
-        return Err(Error::errno(
-            libc::ENOSPC,
+        return Err(Error::new(
+            ErrorKind::NoSpace,
             format!("inode {}: no room to move blocks", inode.ino),
         ));
     }
@@ -1880,7 +1892,9 @@ fn move_blocks(ctx: &Ctx, inode: &InodeInfo, src: u64, dst: u64, n: u64) -> Resu
 /// What lseek(2) looks for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SeekTarget {
+    /// The next offset holding data (SEEK_DATA).
     Data,
+    /// The next offset in a hole (SEEK_HOLE).
     Hole,
 }
 
@@ -1893,8 +1907,8 @@ pub fn seek(nm: &NodeManager, inode: &InodeInfo, offset: u64, target: SeekTarget
     check_readable(inode)?;
     let size = inode.size;
     if offset >= size {
-        return Err(Error::errno(
-            libc::ENXIO,
+        return Err(Error::new(
+            ErrorKind::NoSuchOffset,
             format!("inode {}: seek at or past EOF", inode.ino),
         ));
     }
@@ -1919,8 +1933,8 @@ pub fn seek(nm: &NodeManager, inode: &InodeInfo, offset: u64, target: SeekTarget
         index = index.saturating_add(run);
     }
     match target {
-        SeekTarget::Data => Err(Error::errno(
-            libc::ENXIO,
+        SeekTarget::Data => Err(Error::new(
+            ErrorKind::NoSuchOffset,
             format!("inode {}: no data after {offset}", inode.ino),
         )),
         SeekTarget::Hole => Ok(size),

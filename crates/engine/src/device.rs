@@ -26,21 +26,24 @@ use std::path::Path;
 /// Byte-addressed storage the file system lives on. Implementations are
 /// shared between threads; writes are not durable until `flush` returns.
 pub trait BlockDevice: Send + Sync {
+    /// Reads `buf.len()` bytes at byte `offset`.
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<()>;
+    /// Writes `buf` at byte `offset`.
     fn write_at(&self, offset: u64, buf: &[u8]) -> io::Result<()>;
+    /// Makes every completed write durable.
     fn flush(&self) -> io::Result<()>;
     /// Size in bytes.
     fn size(&self) -> u64;
     /// A hint that `len` bytes from `offset` will be read soon (read ahead
     /// into a cache, if the device has one). Nothing by default.
     fn will_need(&self, _offset: u64, _len: u64) {}
-    /// Writes a large run of file data ([`LARGE_DATA_WRITE`] bytes or
+    /// Writes a large run of file data (`LARGE_DATA_WRITE` bytes or
     /// more). A device with a write-back cache may start writing it to
     /// its store at once; as with `write_at`, only `flush` makes it durable.
     fn write_data_at(&self, offset: u64, buf: &[u8]) -> io::Result<()> {
         self.write_at(offset, buf)
     }
-    /// Reads a large run of file data ([`LARGE_DATA_READ`] bytes or more),
+    /// Reads a large run of file data (`LARGE_DATA_READ` bytes or more),
     /// often the next of a sequential reader, which may go on for at most
     /// `file_rest` more bytes. A device may serve it from data it read
     /// ahead.
@@ -112,27 +115,34 @@ const KINDS: usize = IoKind::ALL.len();
 /// Counter layout: bytes read per kind, bytes written per kind, flushes.
 const FLUSHES: usize = 2 * KINDS;
 
-/// Bytes moved by a device, by kind (indexed like [`IoKind::ALL`]).
+/// Bytes moved by a device, by kind (indexed like `IoKind::ALL`).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct IoStats {
+    /// Blocks read, by kind.
     pub read: [u64; KINDS],
+    /// Blocks written, by kind.
     pub written: [u64; KINDS],
+    /// Cache flushes.
     pub flushes: u64,
 }
 
 impl IoStats {
+    /// Blocks of `kind` read.
     pub fn read_of(&self, kind: IoKind) -> u64 {
         self.read[kind as usize]
     }
 
+    /// Blocks of `kind` written.
     pub fn written_of(&self, kind: IoKind) -> u64 {
         self.written[kind as usize]
     }
 
+    /// Blocks read, all kinds.
     pub fn total_read(&self) -> u64 {
         self.read.iter().sum()
     }
 
+    /// Blocks written, all kinds.
     pub fn total_written(&self) -> u64 {
         self.written.iter().sum()
     }
@@ -312,6 +322,7 @@ pub struct FileDevice {
 /// How to open a [`FileDevice`].
 #[derive(Debug, Clone, Copy, Default)]
 pub struct FileDeviceOptions {
+    /// Open for writing.
     pub writable: bool,
     /// Bypass the host page cache (O_DIRECT); I/O goes through aligned bounce buffers.
     pub direct: bool,
@@ -325,6 +336,7 @@ pub struct FileDeviceOptions {
 }
 
 impl FileDevice {
+    /// Opens the image file or block device at `path`.
     pub fn open(path: &Path, opts: FileDeviceOptions) -> Result<FileDevice> {
         let mut oo = OpenOptions::new();
         oo.read(true).write(opts.writable);
@@ -461,18 +473,21 @@ pub struct MemDevice {
 }
 
 impl MemDevice {
+    /// A zeroed device of `size` bytes.
     pub fn new(size: u64) -> MemDevice {
         MemDevice {
             bytes: RwLock::new(vec![0; size as usize]),
         }
     }
 
+    /// A device holding `bytes`.
     pub fn from_bytes(bytes: Vec<u8>) -> MemDevice {
         MemDevice {
             bytes: RwLock::new(bytes),
         }
     }
 
+    /// A copy of the device's bytes.
     pub fn snapshot(&self) -> Vec<u8> {
         self.bytes.read().clone()
     }

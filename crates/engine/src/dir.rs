@@ -17,8 +17,11 @@ use std::collections::BTreeMap;
 /// One directory entry as a caller sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DirEntryInfo {
+    /// The entry's name (any bytes but '/' and NUL).
     pub name: Vec<u8>,
+    /// The inode it names.
     pub ino: u32,
+    /// The file type the entry records.
     pub kind: FileKind,
 }
 
@@ -105,8 +108,8 @@ fn wanted<'a>(dir: &InodeInfo, name: &'a [u8]) -> Result<Option<Wanted<'a>>> {
 /// _link, _rename, _symlink); removing names needs no key.
 pub fn require_key(dir: &InodeInfo) -> Result<()> {
     if dir.is_encrypted() {
-        return Err(Error::errno(
-            libc::ENOKEY,
+        return Err(Error::new(
+            ErrorKind::NoKey,
             format!("directory {} is encrypted, no key", dir.ino),
         ));
     }
@@ -125,8 +128,8 @@ pub fn dir_block_count(dir: &InodeInfo) -> u64 {
 /// strict casefolded directory refuses (not valid UTF-8), as the kernel.
 pub fn dentry_name<'a>(dir: &InodeInfo, name: &'a [u8]) -> Result<DentryName<'a>> {
     DentryName::new(name, dir.names).ok_or_else(|| {
-        Error::errno(
-            libc::EINVAL,
+        Error::new(
+            ErrorKind::InvalidArgument,
             format!(
                 "name {:?} is not valid UTF-8 (strict casefolding in directory {})",
                 String::from_utf8_lossy(name),
@@ -219,7 +222,7 @@ pub fn read_dir(dev: &Device, nm: &NodeManager, dir: &InodeInfo) -> Result<Vec<D
 }
 
 use crate::data::{addr_slot, get_addr, write_blocks, write_unpublished_blocks};
-use crate::error::Error;
+use crate::error::{Error, ErrorKind};
 use crate::inode::{set_ctime, set_mtime, Ctx};
 use f2fuse_layout::dentry::DentrySetMut;
 use f2fuse_layout::node::inode_of_mut;
@@ -406,8 +409,8 @@ pub fn add_link(ctx: &Ctx, dir_ino: u32, name: &[u8], ino: u32, ft: u8) -> Resul
             });
         }
     }
-    Err(Error::errno(
-        libc::ENOSPC,
+    Err(Error::new(
+        ErrorKind::NoSpace,
         format!("directory {dir_ino} has no room at any hash level"),
     ))
 }

@@ -80,7 +80,9 @@ pub struct ExtentCache {
 /// Lookups since the file system was opened.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct ExtentCacheStats {
+    /// Lookups the cache answered.
     pub hits: u64,
+    /// Lookups that went to the node blocks.
     pub misses: u64,
 }
 

@@ -6,7 +6,7 @@
 //! themselves (the kernel's `f2fs_fsflags_map` is the identity), so no
 //! translation is needed; a few reported flags come from elsewhere.
 
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorKind, Result};
 use crate::inode::{FileKind, InodeInfo};
 use f2fuse_layout::{feature, inline_flag, inode_flag};
 
@@ -89,8 +89,8 @@ pub fn get_flags(inode: &InodeInfo) -> u32 {
 /// the caller checks (ENOTEMPTY).
 pub fn flags_to_store(inode: &InodeInfo, requested: u32, features: u32) -> Result<u32> {
     if requested & !GETTABLE != 0 {
-        return Err(Error::errno(
-            libc::EOPNOTSUPP,
+        return Err(Error::new(
+            ErrorKind::Unsupported,
             format!("inode flags {:#x}", requested & !GETTABLE),
         ));
     }
@@ -101,28 +101,28 @@ pub fn flags_to_store(inode: &InodeInfo, requested: u32, features: u32) -> Resul
         _ => OTHER_FILES,
     };
     if wanted & !allowed != 0 {
-        return Err(Error::errno(
-            libc::EOPNOTSUPP,
+        return Err(Error::new(
+            ErrorKind::Unsupported,
             format!("flags {:#x} on a {:?}", wanted & !allowed, inode.kind),
         ));
     }
     if (wanted ^ inode.flags) & inode_flag::CASEFOLD != 0 && features & feature::CASEFOLD == 0 {
-        return Err(Error::errno(
-            libc::EOPNOTSUPP,
+        return Err(Error::new(
+            ErrorKind::Unsupported,
             "casefolding without the casefold feature",
         ));
     }
     if wanted & (inode_flag::COMPR | inode_flag::NOCOMP) != 0
         && features & feature::COMPRESSION == 0
     {
-        return Err(Error::errno(
-            libc::EOPNOTSUPP,
+        return Err(Error::new(
+            ErrorKind::Unsupported,
             "compression flags without the compression feature",
         ));
     }
     if wanted & inode_flag::COMPR != 0 && wanted & inode_flag::NOCOMP != 0 {
-        return Err(Error::errno(
-            libc::EINVAL,
+        return Err(Error::new(
+            ErrorKind::InvalidArgument,
             "compression and no-compression flags together",
         ));
     }
@@ -138,7 +138,10 @@ pub fn is_append_only(inode: &InodeInfo) -> bool {
 }
 
 fn refused(inode: &InodeInfo, why: &str, what: &str) -> Error {
-    Error::errno(libc::EPERM, format!("inode {} is {why}: {what}", inode.ino))
+    Error::new(
+        ErrorKind::NotPermitted,
+        format!("inode {} is {why}: {what}", inode.ino),
+    )
 }
 
 /// EPERM if `inode` is immutable: what the VFS's write permission check

@@ -22,17 +22,21 @@ use zerocopy::FromBytes;
 /// What a check found.
 #[derive(Debug, Default)]
 pub struct FsckReport {
+    /// What is wrong, one line each; empty for a clean image.
     pub problems: Vec<String>,
+    /// Reachable inodes.
     pub inodes: u64,
     /// Reachable blocks on disk (data and nodes).
     pub blocks: u64,
     /// Data blocks reserved by fallocate (NEW_ADDR): counted as valid by
     /// the checkpoint, as by fsck.f2fs, but in no segment.
     pub reserved: u64,
+    /// Reachable node blocks.
     pub nodes: u64,
 }
 
 impl FsckReport {
+    /// No problems found.
     pub fn is_clean(&self) -> bool {
         self.problems.is_empty()
     }

@@ -29,10 +29,15 @@ pub enum VictimPolicy {
 /// the operation lock exclusively), so nothing contends for them.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct GcStats {
+    /// Cleaning passes run because space ran low.
     pub foreground_runs: u64,
+    /// Cleaning passes run while idle.
     pub background_runs: u64,
+    /// Data blocks moved.
     pub data_blocks_moved: u64,
+    /// Node blocks moved.
     pub node_blocks_moved: u64,
+    /// Sections freed.
     pub sections_cleaned: u64,
     /// Candidate sections victim searches looked at (bounded by `max_victim_search`).
     pub sections_searched: u64,

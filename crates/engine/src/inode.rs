@@ -2,7 +2,7 @@
 //! before use, and decoding it into the attributes callers need.
 
 use crate::device::Block;
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorKind, Result};
 use crate::extent_cache::Snapshot;
 use crate::node::{NodeExpect, NodeManager};
 use f2fuse_layout::compress::InodeCompression;
@@ -16,16 +16,24 @@ use std::sync::Arc;
 /// Kind of file, from the mode's type bits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum FileKind {
+    /// A regular file.
     Regular,
+    /// A directory.
     Directory,
+    /// A symbolic link.
     Symlink,
+    /// A character device.
     CharDevice,
+    /// A block device.
     BlockDevice,
+    /// A named pipe.
     Fifo,
+    /// A Unix socket.
     Socket,
 }
 
 impl FileKind {
+    /// The kind of an `i_mode` (None for an unknown type).
     pub fn from_mode(i_mode: u16) -> Option<FileKind> {
         Some(match i_mode & mode::S_IFMT {
             mode::S_IFREG => FileKind::Regular,
@@ -39,6 +47,7 @@ impl FileKind {
         })
     }
 
+    /// The kind of a dentry's file type (None for an unknown one).
     pub fn from_file_type(ft: u8) -> Option<FileKind> {
         Some(match ft {
             file_type::REG_FILE => FileKind::Regular,
@@ -56,42 +65,64 @@ impl FileKind {
 /// Seconds and nanoseconds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]
 pub struct Timestamp {
+    /// Seconds since the epoch.
     pub sec: i64,
+    /// Nanoseconds (below 10^9).
     pub nsec: u32,
 }
 
 /// An inode as read from disk: the raw block and the decoded attributes.
 #[derive(Clone)]
 pub struct InodeInfo {
+    /// The inode number.
     pub ino: u32,
+    /// The file type.
     pub kind: FileKind,
     /// Full mode including the type bits.
     pub mode: u16,
+    /// Owner.
     pub uid: u32,
+    /// Group.
     pub gid: u32,
+    /// Hard links.
     pub links: u32,
+    /// Size in bytes.
     pub size: u64,
     /// 4 KiB blocks, including the inode itself (as stored).
     pub blocks: u64,
+    /// Last access.
     pub atime: Timestamp,
+    /// Last data change.
     pub mtime: Timestamp,
+    /// Last inode change.
     pub ctime: Timestamp,
+    /// Creation time, where the inode records one.
     pub crtime: Option<Timestamp>,
+    /// Generation number (NFS file handles).
     pub generation: u32,
+    /// `i_flags` (FS_IMMUTABLE_FL, ...).
     pub flags: u32,
     /// How this directory hashes and compares names (`Exact` for every
     /// other inode).
     pub names: NameRule,
+    /// `i_advise` bits (encrypted, verity, ...).
     pub advise: u8,
+    /// `i_inline` bits (inline data, dentries, xattrs, ...).
     pub inline: u8,
+    /// The node holding further xattrs (0: none).
     pub xattr_nid: u32,
+    /// A directory's hash depth.
     pub current_depth: u32,
+    /// A directory's level (more blocks per bucket).
     pub dir_level: u8,
+    /// Where the inode keeps addresses and extra attributes.
     pub layout: InodeLayout,
     /// Set for the regular files the kernel treats as compressed (their
     /// data lives in clusters; see `compress`).
     pub compression: Option<InodeCompression>,
+    /// Device number (major, minor) of a device file.
     pub rdev: (u32, u32),
+    /// The inode block as read.
     pub raw: Arc<Block>,
     /// Taken from the read extent cache before this copy was read (None
     /// when decoded from a block of unknown age): extents mapped through
@@ -119,6 +150,7 @@ impl InodeInfo {
         self.names != NameRule::Exact
     }
 
+    /// Whether `i_inline` has `flag`.
     pub fn has_inline(&self, flag: u8) -> bool {
         self.inline & flag != 0
     }
@@ -135,10 +167,12 @@ impl InodeInfo {
         self.advise & f2fuse_layout::fadvise::VERITY != 0
     }
 
+    /// The raw on-disk inode.
     pub fn inode(&self) -> &node::Inode {
         inode_of(&self.raw)
     }
 
+    /// Data addresses the inode block itself holds.
     pub fn addrs_per_inode(&self) -> u32 {
         self.addrs().per_inode
     }
@@ -561,7 +595,7 @@ fn has_extension(name: &[u8], exts: &[String]) -> bool {
 /// where the owner's inode limit is reached.
 pub fn create_inode(ctx: &Ctx, spec: &NewInode, dir_level: u8, parent: &InodeInfo) -> Result<u32> {
     let kind = FileKind::from_mode(spec.mode)
-        .ok_or_else(|| Error::errno(libc::EINVAL, format!("mode {:#o}", spec.mode)))?;
+        .ok_or_else(|| Error::new(ErrorKind::InvalidArgument, format!("mode {:#o}", spec.mode)))?;
     let dir = kind == FileKind::Directory;
     let features = ctx.check.features;
     let projid = if parent.flags & inode_flag::PROJINHERIT != 0 {

@@ -9,8 +9,8 @@
 //! checkpoint packs, and last the two superblocks: an interrupted mkfs
 //! leaves no valid file system.
 
-use crate::device::{Device, FileDevice, FileDeviceOptions, IoKind};
-use crate::error::{Error, Result};
+use crate::device::{BlockDevice, Device, FileDevice, FileDeviceOptions, IoKind};
+use crate::error::{Error, ErrorKind, Result};
 use f2fuse_layout::casefold::{F2FS_ENC_STRICT_MODE_FL, F2FS_ENC_UTF8_12_1};
 use f2fuse_layout::checkpoint::{
     encode_compacted_summaries, new_checkpoint_block, seal_checkpoint_block, Checkpoint,
@@ -52,15 +52,22 @@ const NEEDS_EXTRA_ATTR: u32 = feature::INODE_CHKSUM
     | feature::PRJQUOTA
     | feature::COMPRESSION;
 
+/// How to format: mkfs.f2fs's options.
 #[derive(Debug, Clone)]
 pub struct MkfsOptions {
+    /// Volume label.
     pub label: String,
+    /// Feature bits (see [`parse_features`]).
     pub features: u32,
+    /// Segments per section.
     pub segs_per_sec: u32,
+    /// Sections per zone.
     pub secs_per_zone: u32,
+    /// Overprovisioning percentage (None: chosen from the size, as mkfs.f2fs).
     pub overprovision_ratio: Option<f64>,
     /// Owner of the root directory (mkfs.f2fs uses the caller's uid/gid).
     pub root_uid: u32,
+    /// Group of the root directory.
     pub root_gid: u32,
     /// Creation time in seconds (default: now).
     pub timestamp: Option<u64>,
@@ -103,7 +110,12 @@ pub fn parse_features(list: &str) -> Result<u32> {
             .iter()
             .find(|(n, _)| *n == name)
             .map(|(_, b)| *b)
-            .ok_or_else(|| Error::errno(libc::EINVAL, format!("unknown feature {name:?}")))?;
+            .ok_or_else(|| {
+                Error::new(
+                    ErrorKind::InvalidArgument,
+                    format!("unknown feature {name:?}"),
+                )
+            })?;
         bits |= bit;
     }
     Ok(bits)
@@ -112,8 +124,11 @@ pub fn parse_features(list: &str) -> Result<u32> {
 /// What was formatted.
 #[derive(Debug, Clone)]
 pub struct MkfsReport {
+    /// The layout chosen.
     pub geometry: Geometry,
+    /// The file system's UUID.
     pub uuid: [u8; 16],
+    /// Version of the first checkpoint.
     pub checkpoint_ver: u64,
 }
 
@@ -138,8 +153,8 @@ pub fn format_path(path: &Path, size: Option<u64>, opts: &MkfsOptions) -> Result
             (Some(s), _) => s,
             (None, Ok(m)) => m.len(),
             (None, Err(_)) => {
-                return Err(Error::errno(
-                    libc::EINVAL,
+                return Err(Error::new(
+                    ErrorKind::InvalidArgument,
                     format!(
                         "{} does not exist: give a size to create it",
                         path.display()
@@ -157,8 +172,8 @@ pub fn format_path(path: &Path, size: Option<u64>, opts: &MkfsOptions) -> Result
             .map_err(|e| Error::io(format!("sizing {}", path.display()), e))?;
         zeroed = true;
     } else if size.is_some() {
-        return Err(Error::errno(
-            libc::EINVAL,
+        return Err(Error::new(
+            ErrorKind::InvalidArgument,
             format!("{} is a device: its size cannot be set", path.display()),
         ));
     }
@@ -173,6 +188,12 @@ pub fn format_path(path: &Path, size: Option<u64>, opts: &MkfsOptions) -> Result
     format(&dev, opts, zeroed)
 }
 
+/// Formats the device `dev`, e.g. a [`MemDevice`](crate::MemDevice)
+/// shared through an `Arc` with the [`Fs`](crate::Fs) that opens it next.
+pub fn format_device(dev: Box<dyn BlockDevice>, opts: &MkfsOptions) -> Result<MkfsReport> {
+    format(&Device::new(dev), opts, false)
+}
+
 /// Formats `dev`. `known_zero` says every block already reads as zero.
 pub fn format(dev: &Device, opts: &MkfsOptions, known_zero: bool) -> Result<MkfsReport> {
     let unsupported = opts.features & !MKFS_FEATURES;
@@ -183,8 +204,8 @@ pub fn format(dev: &Device, opts: &MkfsOptions, known_zero: bool) -> Result<Mkfs
         )));
     }
     if opts.features & NEEDS_EXTRA_ATTR != 0 && opts.features & feature::EXTRA_ATTR == 0 {
-        return Err(Error::errno(
-            libc::EINVAL,
+        return Err(Error::new(
+            ErrorKind::InvalidArgument,
             format!(
                 "features {} need extra_attr",
                 feature::describe(opts.features & NEEDS_EXTRA_ATTR)
@@ -207,7 +228,7 @@ pub fn format(dev: &Device, opts: &MkfsOptions, known_zero: bool) -> Result<Mkfs
         secs_per_zone: opts.secs_per_zone,
         overprovision_ratio: opts.overprovision_ratio,
     })
-    .map_err(|e| Error::errno(libc::EINVAL, e.to_string()))?;
+    .map_err(|e| Error::new(ErrorKind::InvalidArgument, e.to_string()))?;
     let now = opts.timestamp.unwrap_or_else(|| {
         std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -452,7 +473,7 @@ fn build_superblock(geo: &Geometry, opts: &MkfsOptions, uuid: [u8; 16]) -> Resul
     sb.meta_ino.set(F2FS_META_INO);
     sb.uuid = uuid;
     sb.set_volume_label(&opts.label)
-        .map_err(|e| Error::errno(libc::EINVAL, e.detail))?;
+        .map_err(|e| Error::new(ErrorKind::InvalidArgument, e.detail))?;
     for (slot, ext) in DEFAULT_COLD_EXTENSIONS
         .iter()
         .chain(DEFAULT_HOT_EXTENSIONS)
@@ -476,8 +497,12 @@ fn build_superblock(geo: &Geometry, opts: &MkfsOptions, uuid: [u8; 16]) -> Resul
         }
     }
     sb.update_checksum();
-    sb.validate()
-        .map_err(|e| Error::errno(libc::EINVAL, format!("internal layout error: {e}")))?;
+    sb.validate().map_err(|e| {
+        Error::new(
+            ErrorKind::InvalidArgument,
+            format!("internal layout error: {e}"),
+        )
+    })?;
     Ok(sb)
 }
 

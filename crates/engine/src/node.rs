@@ -18,7 +18,7 @@
 
 use crate::checkpoint::CheckpointState;
 use crate::device::{Block, Device, IoKind};
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorKind, Result};
 use crate::extent_cache::ExtentCache;
 use crate::lock_order::{self, Level};
 use crate::stats::ShardedCounters;
@@ -44,8 +44,11 @@ enum NodeSource {
 /// Node reads by where they were served from.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct NodeCacheStats {
+    /// Lookups of dirty cached nodes.
     pub dirty_hits: u64,
+    /// Lookups of clean cached nodes.
     pub clean_hits: u64,
+    /// Lookups that read the device.
     pub misses: u64,
 }
 
@@ -565,7 +568,7 @@ impl NodeManager {
                     return Ok(nid);
                 }
                 if nat.scanned_blocks >= self.nat_blocks_per_copy {
-                    return Err(Error::errno(libc::ENOSPC, "no free node id left"));
+                    return Err(Error::new(ErrorKind::NoSpace, "no free node id left"));
                 }
             }
             self.scan_free_nids()?;

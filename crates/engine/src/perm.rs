@@ -7,7 +7,7 @@
 //! under its locks, reading an access ACL only when the rules need it.
 
 use crate::acl::Acl;
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorKind, Result};
 use crate::flags::{is_append_only, is_immutable};
 use crate::inode::{FileKind, InodeInfo};
 use std::ops::BitOr;
@@ -19,17 +19,21 @@ use std::ops::BitOr;
 /// CAP_SYS_ADMIN); capabilities of other users are not modelled.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Credentials {
+    /// User ID.
     pub uid: u32,
+    /// Primary group ID.
     pub gid: u32,
     /// Supplementary groups (the primary `gid` need not be repeated).
     pub groups: Vec<u32>,
 }
 
 impl Credentials {
+    /// A caller with `uid`, `gid` and supplementary `groups`.
     pub fn new(uid: u32, gid: u32, groups: Vec<u32>) -> Credentials {
         Credentials { uid, gid, groups }
     }
 
+    /// The superuser.
     pub fn root() -> Credentials {
         Credentials::new(0, 0, Vec::new())
     }
@@ -64,9 +68,13 @@ impl Credentials {
 pub struct Access(u16);
 
 impl Access {
+    /// Nothing (existence only, as F_OK).
     pub const NONE: Access = Access(0);
+    /// Read (R_OK).
     pub const READ: Access = Access(4);
+    /// Write (W_OK).
     pub const WRITE: Access = Access(2);
+    /// Execute or search (X_OK).
     pub const EXEC: Access = Access(1);
 
     /// From access(2)'s mask (R_OK | W_OK | X_OK; other bits ignored).
@@ -74,10 +82,12 @@ impl Access {
         Access((mask & 0o7) as u16)
     }
 
+    /// Whether every access in `other` is in `self`.
     pub fn contains(self, other: Access) -> bool {
         self.0 & other.0 == other.0
     }
 
+    /// As the rwx bits of a mode (4, 2, 1).
     pub fn bits(self) -> u16 {
         self.0
     }
@@ -91,14 +101,17 @@ impl BitOr for Access {
 }
 
 fn denied(inode: &InodeInfo, want: Access) -> Error {
-    Error::errno(
-        libc::EACCES,
+    Error::new(
+        ErrorKind::PermissionDenied,
         format!("inode {}: access {:o} denied", inode.ino, want.bits()),
     )
 }
 
 fn not_permitted(inode: &InodeInfo, what: &str) -> Error {
-    Error::errno(libc::EPERM, format!("inode {}: {what}", inode.ino))
+    Error::new(
+        ErrorKind::NotPermitted,
+        format!("inode {}: {what}", inode.ino),
+    )
 }
 
 /// inode_permission without the read-only check: writing an immutable
@@ -283,7 +296,7 @@ pub fn check_xattr(
         if writing {
             not_permitted(inode, what)
         } else {
-            Error::errno(libc::ENODATA, format!("inode {}: {what}", inode.ino))
+            Error::new(ErrorKind::NoData, format!("inode {}: {what}", inode.ino))
         }
     };
     if writing && (is_immutable(inode) || is_append_only(inode)) {

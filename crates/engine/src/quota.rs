@@ -21,7 +21,7 @@
 //! One leaf lock (the files' state): held briefly, never while waiting for
 //! another lock.
 
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorKind, Result};
 use f2fuse_layout::node::{footer_of, inode_of, InodeLayout};
 use f2fuse_layout::quota::{Dquot, QuotaFile, V2DiskHeader, QT_BLKSIZE};
 use f2fuse_layout::{feature, F2FS_BLKSIZE};
@@ -211,8 +211,8 @@ impl Quota {
             if (d.ihardlimit != 0 && inodes > d.ihardlimit)
                 || (over_soft && d.itime != 0 && now >= d.itime)
             {
-                return Err(Error::errno(
-                    libc::EDQUOT,
+                return Err(Error::new(
+                    ErrorKind::QuotaExceeded,
                     format!(
                         "inode quota exceeded ({} {})",
                         TYPE_NAMES[qtype], ids[qtype]
@@ -332,12 +332,12 @@ impl Quota {
 /// ENOENT: the image keeps no quota file of type `qtype`.
 pub fn no_quota_file(qtype: usize) -> Error {
     let name = TYPE_NAMES.get(qtype).unwrap_or(&"unknown");
-    Error::errno(libc::ENOENT, format!("no {name} quota file"))
+    Error::new(ErrorKind::NotFound, format!("no {name} quota file"))
 }
 
 fn blocks_exceeded(ids: [u32; QUOTA_TYPES]) -> Error {
-    Error::errno(
-        libc::EDQUOT,
+    Error::new(
+        ErrorKind::QuotaExceeded,
         format!(
             "block quota exceeded (uid {}, gid {}, project {})",
             ids[0], ids[1], ids[2]
@@ -349,9 +349,13 @@ fn blocks_exceeded(ids: [u32; QUOTA_TYPES]) -> Error {
 /// them), inodes; 0 is no limit.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Limits {
+    /// Soft block limit in KiB (0: none).
     pub block_soft_kib: u64,
+    /// Hard block limit in KiB (0: none).
     pub block_hard_kib: u64,
+    /// Soft inode limit (0: none).
     pub inode_soft: u64,
+    /// Hard inode limit (0: none).
     pub inode_hard: u64,
 }
 

@@ -18,12 +18,17 @@ use std::fmt::{self, Write as _};
 /// A JSON value, enough to write reports (no parser: readers bring their own).
 #[derive(Debug, Clone, PartialEq)]
 pub enum Json {
+    /// `null`.
     Null,
+    /// `true` or `false`.
     Bool(bool),
+    /// A whole number.
     Int(u64),
     /// Non-finite values are written as `null`.
     Float(f64),
+    /// A string.
     Str(String),
+    /// An array.
     Array(Vec<Json>),
     /// Members in the order given.
     Object(Vec<(&'static str, Json)>),
@@ -82,7 +87,9 @@ impl fmt::Display for Json {
 /// One log's position.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LogStatus {
+    /// Which log.
     pub log: CursegType,
+    /// The segment it writes.
     pub segno: u32,
     /// The next block the log writes in its segment.
     pub next_blkoff: u16,
@@ -92,6 +99,7 @@ pub struct LogStatus {
 }
 
 impl LogStatus {
+    /// "SSR" or "LFS".
     pub fn mode(&self) -> &'static str {
         if self.ssr {
             "SSR"
@@ -105,26 +113,38 @@ impl LogStatus {
 /// Layout figures are current; counters start at zero at each open.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Status {
+    /// Opened for writing.
     pub writable: bool,
+    /// Segments in the main area.
     pub main_segments: u32,
+    /// Segments per section.
     pub segs_per_sec: u32,
+    /// Sections with no valid block.
     pub free_sections: u32,
+    /// Segments by state.
     pub segments: SegmentCounts,
     /// Blocks users may fill (main area minus overprovisioning).
     pub user_blocks: u64,
     /// Blocks in use, data and node, as the checkpoint counts them.
     pub valid_blocks: u64,
+    /// Valid node blocks.
     pub valid_nodes: u32,
+    /// Valid inodes.
     pub valid_inodes: u32,
     /// The six logs in `CursegType::ALL` order.
     pub logs: Vec<LogStatus>,
+    /// Blocks allocated, by log and mode.
     pub alloc: AllocStats,
+    /// Cleaning done.
     pub gc: GcStats,
+    /// Checkpoints written.
     pub checkpoints: u64,
+    /// Node cache lookups.
     pub node_cache: NodeCacheStats,
     /// Read extent cache lookups (the on-disk `i_ext` is not used: it is
     /// cleared whenever a mapping changes).
     pub extent_cache: ExtentCacheStats,
+    /// Device I/O, by kind.
     pub io: IoStats,
     /// Bytes callers passed to `write` and got accepted.
     pub user_bytes_written: u64,
@@ -148,6 +168,7 @@ impl Status {
             .then(|| self.io.total_written() as f64 / self.user_bytes_written as f64)
     }
 
+    /// As `f2fuse status` prints it.
     pub fn to_text(&self) -> String {
         let mut out = String::new();
         let mut line = |text: String| {
@@ -254,6 +275,7 @@ impl Status {
         out
     }
 
+    /// As `f2fuse status --json` prints it.
     pub fn to_json(&self) -> Json {
         let int = Json::Int;
         let per_kind = |values: &[u64]| {
@@ -380,13 +402,17 @@ fn json_key(kind: IoKind) -> &'static str {
 /// A file's extents, as `filefrag -v` lists them.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FileExtents {
+    /// The file's path.
     pub path: String,
+    /// Its inode number.
     pub ino: u32,
+    /// Its size in bytes.
     pub size: u64,
     /// `i_blocks`: 4 KiB blocks held, the inode and other nodes included.
     pub blocks: u64,
     /// Data kept in the inode itself (inline data or inline dentries): no extents.
     pub inline: bool,
+    /// The extents in file order.
     pub extents: Vec<Extent>,
 }
 
@@ -411,6 +437,7 @@ impl FileExtents {
         )
     }
 
+    /// As `f2fuse extents` prints it.
     pub fn to_text(&self) -> String {
         let bs = F2FS_BLKSIZE as u64;
         let mut out = format!(
@@ -448,6 +475,7 @@ impl FileExtents {
         out
     }
 
+    /// As `f2fuse extents --json` prints it.
     pub fn to_json(&self) -> Json {
         let int = Json::Int;
         Json::Object(vec![

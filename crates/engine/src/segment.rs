@@ -3,7 +3,7 @@
 
 use crate::checkpoint::CheckpointState;
 use crate::device::{Device, IoKind};
-use crate::error::Result;
+use crate::error::{Error, ErrorKind, Result};
 use f2fuse_layout::segment::{sit_block_addr, SitBlock, SitEntry};
 use f2fuse_layout::superblock::SuperBlock;
 use f2fuse_layout::*;
@@ -44,6 +44,7 @@ impl SegmentCounts {
         counts
     }
 
+    /// All segments.
     pub fn total(&self) -> u32 {
         self.free + self.prefree + self.dirty + self.full
     }
@@ -551,7 +552,7 @@ impl SegmentManager {
             .map(|i| (start + i) % sections)
             .find(|&sec| self.section_is_free(sec * per))
             .map(|sec| sec * per)
-            .ok_or_else(|| crate::error::Error::errno(libc::ENOSPC, "no free section left"))?;
+            .ok_or_else(|| Error::new(ErrorKind::NoSpace, "no free section left"))?;
         self.switch_log_to(log, new);
         Ok(())
     }
@@ -729,7 +730,7 @@ impl SegmentManager {
     fn open_new_segment(&mut self, log: CursegType) -> Result<()> {
         let new = self
             .pick_new_segment(log)
-            .ok_or_else(|| crate::error::Error::errno(libc::ENOSPC, "no free segment left"))?;
+            .ok_or_else(|| Error::new(ErrorKind::NoSpace, "no free segment left"))?;
         self.switch_log_to(log, new);
         Ok(())
     }
@@ -1038,7 +1039,7 @@ impl SegmentManager {
                 self.reserved_since_checkpoint += blocks;
                 Ok(())
             }
-            _ => Err(crate::error::Error::errno(libc::ENOSPC, "no space left")),
+            _ => Err(Error::new(ErrorKind::NoSpace, "no space left")),
         }
     }
 

@@ -5,18 +5,22 @@
 //!
 //! [`SparseDevice`] reads such an image in place through an index of its
 //! chunks (read-only: a write would have to re-encode the file);
-//! [`write_sparse`] and [`expand`] convert between raw and sparse files.
+//! [`write_sparse`] and [`SparseDevice::expand`] convert between raw and
+//! sparse files; [`encode_sparse_file`], [`expand_sparse_file`] and
+//! [`RawWorkCopy`] do it for image files by path, as every writer of a
+//! sparse image needs.
 //! Every field of a hostile file is checked before use: the index is bounded
 //! by the file's length, never by a stored count alone.
 
-use crate::device::BlockDevice;
-use crate::error::{Error, Result};
+use crate::device::{BlockDevice, FileDevice, FileDeviceOptions};
+use crate::error::{Error, ErrorKind, Result};
+use crate::image_lock::lock_image;
 use f2fuse_layout::Corrupt;
 use std::fs::File;
 use std::io;
 use std::os::unix::fs::FileExt;
 use std::os::unix::io::AsRawFd;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use zerocopy::little_endian::{U16, U32};
 use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
 
@@ -253,6 +257,7 @@ impl SparseDevice {
         })
     }
 
+    /// The sparse image's header.
     pub fn header(&self) -> &SparseHeader {
         &self.header
     }
@@ -495,14 +500,14 @@ pub fn write_sparse(raw: &File, out: &File) -> Result<()> {
         .map_err(|e| Error::io("sizing the raw image", e))?
         .len();
     if !len.is_multiple_of(BLOCK as u64) {
-        return Err(Error::errno(
-            libc::EINVAL,
+        return Err(Error::new(
+            ErrorKind::InvalidArgument,
             format!("raw image of {len} bytes: not a whole number of 4 KiB blocks"),
         ));
     }
     let total_blks = u32::try_from(len / BLOCK as u64).map_err(|_| {
-        Error::errno(
-            libc::EFBIG,
+        Error::new(
+            ErrorKind::FileTooLarge,
             format!("raw image of {len} bytes: a sparse image holds at most 2^32 - 1 blocks"),
         )
     })?;
@@ -549,6 +554,120 @@ pub fn write_sparse(raw: &File, out: &File) -> Result<()> {
     out.set_len(w.pos)
         .and_then(|()| out.sync_all())
         .map_err(|e| Error::io("writing the sparse image", e))
+}
+
+/// Encodes the raw image file `raw` as an Android sparse image `out`,
+/// created or replaced (under its image lock if it exists: it may be
+/// mounted); a failure removes what was written.
+pub fn encode_sparse_file(raw: &Path, out: &Path) -> Result<()> {
+    if is_sparse_file(raw) {
+        return Err(Error::new(
+            ErrorKind::InvalidArgument,
+            format!("{}: is already an Android sparse image", raw.display()),
+        ));
+    }
+    distinct(raw, out)?;
+    let input = File::open(raw).map_err(|e| Error::io(format!("opening {}", raw.display()), e))?;
+    write_new(out, |file| write_sparse(&input, file))
+}
+
+/// Expands the Android sparse image file `sparse` into a raw image `out`,
+/// created or replaced as by [`encode_sparse_file`].
+pub fn expand_sparse_file(sparse: &Path, out: &Path) -> Result<()> {
+    if !is_sparse_file(sparse) {
+        return Err(Error::new(
+            ErrorKind::InvalidArgument,
+            format!(
+                "{}: not an Android sparse image (no magic 0xed26ff3a at byte 0)",
+                sparse.display()
+            ),
+        ));
+    }
+    distinct(sparse, out)?;
+    let file = FileDevice::open(sparse, FileDeviceOptions::default())?;
+    let input = SparseDevice::open(Box::new(file))?;
+    write_new(out, |file| input.expand(file))
+}
+
+/// Refuses to write a file over itself (it would be truncated before it is read).
+fn distinct(input: &Path, out: &Path) -> Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    if let (Ok(a), Ok(b)) = (std::fs::metadata(input), std::fs::metadata(out)) {
+        if (a.dev(), a.ino()) == (b.dev(), b.ino()) {
+            return Err(Error::new(
+                ErrorKind::InvalidArgument,
+                format!("{}: input and output are the same file", out.display()),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Runs `write` on `out`, created or truncated under its lock if it
+/// exists; a failure removes what it wrote.
+fn write_new(out: &Path, write: impl FnOnce(&File) -> Result<()>) -> Result<()> {
+    let _lock = match std::fs::metadata(out) {
+        // The lock's errors name no file; this one is about `out`.
+        Ok(_) => Some(lock_image(out).map_err(|e| match e {
+            Error::Refused { kind, context } => {
+                Error::new(kind, format!("{}: {context}", out.display()))
+            }
+            Error::Io { context, source } => {
+                Error::io(format!("{context} {}", out.display()), source)
+            }
+            other => other,
+        })?),
+        Err(_) => None,
+    };
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(out)
+        .map_err(|e| Error::io(format!("creating {}", out.display()), e))?;
+    write(&file).inspect_err(|_| {
+        let _ = std::fs::remove_file(out);
+    })
+}
+
+/// A raw working copy of a sparse image, next to it, for writing it: F2FS
+/// is written raw, then encoded ([`expand_from`](Self::expand_from), work
+/// on [`path`](Self::path), [`store_into`](Self::store_into)). Removed
+/// when dropped.
+pub struct RawWorkCopy {
+    path: PathBuf,
+}
+
+impl RawWorkCopy {
+    /// The working copy's path for `image` (nothing is written yet; a copy
+    /// left by an interrupted run is removed).
+    pub fn beside(image: &Path) -> RawWorkCopy {
+        let mut name = image.as_os_str().to_owned();
+        name.push(".raw-tmp");
+        let _ = std::fs::remove_file(&name);
+        RawWorkCopy { path: name.into() }
+    }
+
+    /// Where the raw copy is.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Expands the sparse `image` into the working copy.
+    pub fn expand_from(&self, image: &Path) -> Result<()> {
+        expand_sparse_file(image, &self.path)
+    }
+
+    /// Encodes the working copy into `image`.
+    pub fn store_into(&self, image: &Path) -> Result<()> {
+        encode_sparse_file(&self.path, image)
+    }
+}
+
+impl Drop for RawWorkCopy {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
 }
 
 #[cfg(test)]

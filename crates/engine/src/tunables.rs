@@ -1,4 +1,4 @@
-//! Run-time tunables under the kernel's sysfs names (/sys/fs/f2fs/<disk>/...,
+//! Run-time tunables under the kernel's sysfs names (`/sys/fs/f2fs/<disk>/...`,
 //! Documentation/ABI/testing/sysfs-fs-f2fs), with the kernel's meanings and
 //! defaults. Each one offered here changes what the engine does; the
 //! kernel's other names are not accepted (docs/TUNABLES.md).
@@ -9,7 +9,7 @@
 //! kernels bound only background cleaning and SSR victim searches).
 
 use crate::data::{DataPolicy, DEFAULT_SERIALIZED_DIO_PAGES, MAX_FOLIO_ORDER};
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorKind, Result};
 use crate::gc::VictimPolicy;
 use crate::ipu::{ipu_bit, IpuPolicy};
 use std::time::Duration;
@@ -35,9 +35,13 @@ pub enum GcMode {
 /// One tunable: name, meaning, unit and valid range.
 #[derive(Debug, Clone, Copy)]
 pub struct TunableInfo {
+    /// The name, as in `/sys/fs/f2fs/<dev>/`.
     pub name: &'static str,
+    /// What it sets.
     pub meaning: &'static str,
+    /// Smallest value.
     pub min: u64,
+    /// Largest value.
     pub max: u64,
 }
 
@@ -223,8 +227,8 @@ pub struct Tunables {
 pub fn lookup(name: &str) -> Result<&'static TunableInfo> {
     TUNABLES.iter().find(|t| t.name == name).ok_or_else(|| {
         let known: Vec<&str> = TUNABLES.iter().map(|t| t.name).collect();
-        Error::errno(
-            libc::ENOENT,
+        Error::new(
+            ErrorKind::NotFound,
             format!("unknown tunable \"{name}\" (known: {})", known.join(", ")),
         )
     })
@@ -233,8 +237,8 @@ pub fn lookup(name: &str) -> Result<&'static TunableInfo> {
 /// Parses a decimal value for `name` and checks its range.
 pub fn parse_value(name: &str, text: &str) -> Result<u64> {
     let value = text.trim().parse::<u64>().map_err(|_| {
-        Error::errno(
-            libc::EINVAL,
+        Error::new(
+            ErrorKind::InvalidArgument,
             format!("tunable {name}={text}: not a non-negative integer"),
         )
     })?;
@@ -246,8 +250,8 @@ pub fn parse_value(name: &str, text: &str) -> Result<u64> {
 pub fn check(name: &str, value: u64) -> Result<()> {
     let t = lookup(name)?;
     if !(t.min..=t.max).contains(&value) {
-        return Err(Error::errno(
-            libc::EINVAL,
+        return Err(Error::new(
+            ErrorKind::InvalidArgument,
             format!("tunable {name}={value}: out of range {}..={}", t.min, t.max),
         ));
     }
@@ -256,9 +260,12 @@ pub fn check(name: &str, value: u64) -> Result<()> {
 
 /// Parses `name=value`.
 pub fn parse_assignment(text: &str) -> Result<(String, u64)> {
-    let (name, value) = text
-        .split_once('=')
-        .ok_or_else(|| Error::errno(libc::EINVAL, format!("\"{text}\": expected name=value")))?;
+    let (name, value) = text.split_once('=').ok_or_else(|| {
+        Error::new(
+            ErrorKind::InvalidArgument,
+            format!("\"{text}\": expected name=value"),
+        )
+    })?;
     Ok((name.to_string(), parse_value(name, value)?))
 }
 
@@ -469,15 +476,23 @@ mod tests {
             ("reclaim_segments", "4294967296"),
         ] {
             let err = parse_value(name, bad).unwrap_err();
-            assert_eq!(err.to_errno(), libc::EINVAL, "{name}={bad}: {err}");
+            assert_eq!(
+                err.kind(),
+                ErrorKind::InvalidArgument,
+                "{name}={bad}: {err}"
+            );
         }
         for (name, bad) in [("ipu_policy", "256"), ("min_ipu_util", "101")] {
             let err = parse_value(name, bad).unwrap_err();
-            assert_eq!(err.to_errno(), libc::EINVAL, "{name}={bad}: {err}");
+            assert_eq!(
+                err.kind(),
+                ErrorKind::InvalidArgument,
+                "{name}={bad}: {err}"
+            );
         }
         assert_eq!(parse_value("ipu_policy", "255").unwrap(), 255);
         let err = parse_value("discard_granularity", "1").unwrap_err();
-        assert_eq!(err.to_errno(), libc::ENOENT);
+        assert_eq!(err.kind(), ErrorKind::NotFound);
         assert!(err.to_string().contains("max_victim_search"), "{err}");
         assert_eq!(
             parse_assignment("dir_level=2").unwrap(),

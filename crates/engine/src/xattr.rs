@@ -28,13 +28,14 @@ pub fn read_xattrs(nm: &NodeManager, inode: &InodeInfo) -> Result<Vec<XattrEntry
     Ok(parse_xattrs(&buf).map_err(|e| e.at(format!("inode {}", inode.ino)))?)
 }
 
-use crate::error::Error;
+use crate::error::{Error, ErrorKind};
 use crate::inode::{blocks_less, set_ctime, Ctx};
 use f2fuse_layout::xattr::{encode_xattrs, encoded_len, split_name, XATTR_NAME_MAX};
 
 /// XATTR_CREATE / XATTR_REPLACE semantics.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum SetMode {
+    /// Create or replace.
     #[default]
     Any,
     /// Fail with EEXIST if the attribute exists.
@@ -60,8 +61,8 @@ pub fn set_xattr(
     mode: SetMode,
 ) -> Result<()> {
     let (index, suffix) = split_name(full_name).ok_or_else(|| {
-        Error::errno(
-            libc::EOPNOTSUPP,
+        Error::new(
+            ErrorKind::Unsupported,
             format!(
                 "xattr namespace of {:?}",
                 String::from_utf8_lossy(full_name)
@@ -70,14 +71,14 @@ pub fn set_xattr(
     })?;
     // The VFS limit is on the full name, prefix included.
     if full_name.len() > XATTR_NAME_MAX {
-        return Err(Error::errno(libc::ERANGE, "xattr name too long"));
+        return Err(Error::new(ErrorKind::BufferTooSmall, "xattr name too long"));
     }
     // ACLs arrive in the user-space format and are stored in F2FS's own.
     let converted;
     let value = match value {
         Some(v) if f2fuse_layout::xattr::is_acl_index(index) => {
             converted = f2fuse_layout::xattr::acl_to_disk(v)
-                .ok_or_else(|| Error::errno(libc::EINVAL, "malformed POSIX ACL"))?;
+                .ok_or_else(|| Error::new(ErrorKind::InvalidArgument, "malformed POSIX ACL"))?;
             Some(converted.as_slice())
         }
         other => other,
@@ -85,8 +86,8 @@ pub fn set_xattr(
     let inode = ctx.inode(ino)?;
     if let Some(v) = value {
         if v.len() > max_value_len(&inode) {
-            return Err(Error::errno(
-                libc::E2BIG,
+            return Err(Error::new(
+                ErrorKind::TooBig,
                 format!("xattr value of {} bytes", v.len()),
             ));
         }
@@ -97,14 +98,14 @@ pub fn set_xattr(
         .position(|e| e.index == index && e.name == suffix);
     match (mode, pos, value) {
         (SetMode::Create, Some(_), _) => {
-            return Err(Error::errno(
-                libc::EEXIST,
+            return Err(Error::new(
+                ErrorKind::AlreadyExists,
                 String::from_utf8_lossy(full_name),
             ))
         }
         (SetMode::Replace, None, _) | (_, None, None) => {
-            return Err(Error::errno(
-                libc::ENODATA,
+            return Err(Error::new(
+                ErrorKind::NoData,
                 String::from_utf8_lossy(full_name),
             ))
         }
@@ -135,7 +136,7 @@ fn store_xattrs(ctx: &Ctx, inode: &InodeInfo, entries: &[XattrEntry]) -> Result<
     let total = inline_bytes + if use_node { NODE_PAYLOAD_SIZE } else { 0 };
     // The kernel reports a full xattr space as E2BIG.
     let buf = encode_xattrs(entries, total)
-        .ok_or_else(|| Error::errno(libc::E2BIG, "no room for more xattrs"))?;
+        .ok_or_else(|| Error::new(ErrorKind::TooBig, "no room for more xattrs"))?;
     let ino = inode.ino;
     // Allocate the xattr node before changing anything: it may fail.
     let xnid = if use_node {

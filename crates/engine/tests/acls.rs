@@ -5,10 +5,10 @@
 
 mod support;
 
-use f2fuse_engine::acl::{Acl, AclKind};
-use f2fuse_engine::fs::SetAttr;
-use f2fuse_engine::mkfs::{format_path, parse_features, MkfsOptions};
-use f2fuse_engine::xattr::SetMode;
+use f2fuse_engine::internals::acl::{Acl, AclKind};
+use f2fuse_engine::internals::fs::SetAttr;
+use f2fuse_engine::internals::mkfs::{format_path, parse_features, MkfsOptions};
+use f2fuse_engine::internals::xattr::SetMode;
 use f2fuse_engine::{Fs, OpenOptions};
 use f2fuse_layout::inode_flag::IMMUTABLE;
 use f2fuse_layout::xattr::{ACL_GROUP, ACL_GROUP_OBJ, ACL_MASK, ACL_OTHER, ACL_USER, ACL_USER_OBJ};

@@ -10,8 +10,8 @@
 
 mod support;
 
-use f2fuse_engine::fs::SetAttr;
-use f2fuse_engine::mkfs::{format_path, MkfsOptions, MKFS_FEATURES};
+use f2fuse_engine::internals::fs::SetAttr;
+use f2fuse_engine::internals::mkfs::{format_path, MkfsOptions, MKFS_FEATURES};
 use f2fuse_engine::{FallocMode, Fs};
 use f2fuse_layout::{BLOCKS_PER_SEG, F2FS_BLKSIZE, F2FS_ROOT_INO as ROOT};
 use std::collections::BTreeMap;

@@ -4,9 +4,9 @@
 
 mod support;
 
-use f2fuse_engine::device::IoKind;
-use f2fuse_engine::fs::{AtimePolicy, SetAttr, TimeSet};
-use f2fuse_engine::mkfs::{format_path, MkfsOptions};
+use f2fuse_engine::internals::device::IoKind;
+use f2fuse_engine::internals::fs::{AtimePolicy, SetAttr, TimeSet};
+use f2fuse_engine::internals::mkfs::{format_path, MkfsOptions};
 use f2fuse_engine::{Fs, OpenOptions, Timestamp};
 use f2fuse_layout::inode_flag::NOATIME;
 use f2fuse_layout::F2FS_ROOT_INO as ROOT;

@@ -6,8 +6,8 @@
 
 mod support;
 
-use f2fuse_engine::fs::RenameFlags;
-use f2fuse_engine::mkfs::{format_path, parse_features, MkfsOptions};
+use f2fuse_engine::internals::fs::RenameFlags;
+use f2fuse_engine::internals::mkfs::{format_path, parse_features, MkfsOptions};
 use f2fuse_engine::{Fs, OpenOptions, Result};
 use f2fuse_layout::inode_flag::{CASEFOLD, INDEX};
 use f2fuse_layout::F2FS_ROOT_INO as ROOT;

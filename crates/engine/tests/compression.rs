@@ -7,8 +7,9 @@
 
 mod support;
 
-use f2fuse_engine::compress::{decompress, CompressMode, CompressOptions};
-use f2fuse_engine::fs::SetAttr;
+use f2fuse_engine::internals::compress::{decompress, CompressMode, CompressOptions};
+use f2fuse_engine::internals::fs::SetAttr;
+use f2fuse_engine::internals::FsInternals;
 use f2fuse_engine::{Error, FallocMode, Fs};
 use f2fuse_layout::compress::{CompressAlgorithm, I_COMPRESS_ALGORITHM_OFFSET};
 use f2fuse_layout::node::I_ADDR_OFFSET;
@@ -349,7 +350,7 @@ proptest! {
         let algorithm = CompressAlgorithm::ALL[pick];
         let state = CompressOptions { algorithm, ..Default::default() }.new_file_state();
         let data = text(16384, seed);
-        let mut stream = f2fuse_engine::compress::compress_cluster(&state, &data).unwrap();
+        let mut stream = f2fuse_engine::internals::compress::compress_cluster(&state, &data).unwrap();
         let mut out = vec![0u8; 16384];
         prop_assert!(decompress(algorithm, &stream, &mut out).is_ok());
         prop_assert!(out == data);
@@ -864,7 +865,7 @@ fn unknown_algorithms_and_bad_slots_are_corrupt_errors() {
     }
     assert_eq!(read_all(&fs, zeros_ino), files[2].1);
     // Our fsck names both; fsck.f2fs 1.15 checks neither.
-    let report = f2fuse_engine::fsck::check(&fs).unwrap();
+    let report = f2fuse_engine::internals::fsck::check(&fs).unwrap();
     let problems = report.problems.join("\n");
     for ino in [text_ino, noise_ino] {
         assert!(problems.contains(&format!("inode {ino}")), "{problems}");

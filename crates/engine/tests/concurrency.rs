@@ -16,9 +16,9 @@
 
 mod support;
 
-use f2fuse_engine::fs::{RenameFlags, SetAttr};
-use f2fuse_engine::mkfs::{format_path, MkfsOptions, MKFS_FEATURES};
-use f2fuse_engine::xattr::SetMode;
+use f2fuse_engine::internals::fs::{RenameFlags, SetAttr};
+use f2fuse_engine::internals::mkfs::{format_path, MkfsOptions, MKFS_FEATURES};
+use f2fuse_engine::internals::xattr::SetMode;
 use f2fuse_engine::{FallocMode, FileKind, Fs};
 use f2fuse_layout::node::{block_path, AddrCounts};
 use f2fuse_layout::{inode_flag, ADDRS_PER_BLOCK, F2FS_BLKSIZE, F2FS_ROOT_INO as ROOT};
@@ -443,7 +443,7 @@ fn verify(fs: Fs, image: &TestImage, failures: Vec<String>, check: impl Fn(&Fs) 
 /// What our fsck finds wrong with the image, if anything.
 fn our_fsck_problems(img: &std::path::Path) -> Option<String> {
     let found = Fs::open_path(img, Default::default())
-        .and_then(|fs| f2fuse_engine::fsck::check(&fs))
+        .and_then(|fs| f2fuse_engine::internals::fsck::check(&fs))
         .map(|report| report.problems.join("\n"));
     match found {
         Ok(problems) if problems.is_empty() => None,

@@ -3,8 +3,9 @@
 
 mod support;
 
-use f2fuse_engine::device::{BlockDevice, MemDevice, LARGE_DATA_WRITE};
-use f2fuse_engine::mkfs::{format_path, MkfsOptions};
+use f2fuse_engine::internals::device::{BlockDevice, MemDevice, LARGE_DATA_WRITE};
+use f2fuse_engine::internals::mkfs::{format_path, MkfsOptions};
+use f2fuse_engine::internals::FsInternals;
 use f2fuse_engine::{Fs, OpenOptions};
 use f2fuse_layout::F2FS_ROOT_INO;
 use std::path::Path;

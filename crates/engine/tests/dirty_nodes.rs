@@ -4,7 +4,7 @@
 
 mod support;
 
-use f2fuse_engine::mkfs::{format_path, MkfsOptions};
+use f2fuse_engine::internals::mkfs::{format_path, MkfsOptions};
 use f2fuse_layout::F2FS_ROOT_INO as ROOT;
 use std::path::PathBuf;
 use support::*;

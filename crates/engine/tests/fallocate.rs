@@ -11,8 +11,9 @@
 
 mod support;
 
-use f2fuse_engine::data::BlockMapper;
-use f2fuse_engine::mkfs::{format_path, parse_features, MkfsOptions};
+use f2fuse_engine::internals::data::BlockMapper;
+use f2fuse_engine::internals::mkfs::{format_path, parse_features, MkfsOptions};
+use f2fuse_engine::internals::FsInternals;
 use f2fuse_engine::{FallocMode, Fs, OpenOptions, SeekTarget};
 use f2fuse_layout::{F2FS_ROOT_INO as ROOT, NEW_ADDR, NULL_ADDR};
 use std::path::PathBuf;
@@ -97,7 +98,7 @@ impl Subject {
                 self.model.write(off, &data);
             }
             Op::Truncate(size) => {
-                let attr = f2fuse_engine::fs::SetAttr {
+                let attr = f2fuse_engine::internals::fs::SetAttr {
                     size: Some(size),
                     ..Default::default()
                 };
@@ -398,7 +399,7 @@ fn enospc_while_preallocating_changes_nothing() {
         .unwrap_err();
     assert_eq!(err.to_errno(), libc::ENOSPC);
     assert_eq!(fs.inode(other).unwrap().size, 0);
-    let truncate = f2fuse_engine::fs::SetAttr {
+    let truncate = f2fuse_engine::internals::fs::SetAttr {
         size: Some(0),
         ..Default::default()
     };

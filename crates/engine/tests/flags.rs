@@ -5,9 +5,9 @@
 
 mod support;
 
-use f2fuse_engine::fs::{RenameFlags, SetAttr, TimeSet};
-use f2fuse_engine::mkfs::{format_path, parse_features, MkfsOptions};
-use f2fuse_engine::xattr::SetMode;
+use f2fuse_engine::internals::fs::{RenameFlags, SetAttr, TimeSet};
+use f2fuse_engine::internals::mkfs::{format_path, parse_features, MkfsOptions};
+use f2fuse_engine::internals::xattr::SetMode;
 use f2fuse_engine::{Fs, OpenOptions, Result, Timestamp};
 use f2fuse_layout::inode_flag::{APPEND, DIRSYNC, IMMUTABLE, INDEX, NOATIME, NODUMP, SYNC};
 use f2fuse_layout::F2FS_ROOT_INO as ROOT;

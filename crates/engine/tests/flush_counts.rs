@@ -6,8 +6,8 @@
 
 mod support;
 
-use f2fuse_engine::device::{Device, IoKind, MemDevice, SimDevice, SimEvent};
-use f2fuse_engine::mkfs::{format, MkfsOptions};
+use f2fuse_engine::internals::device::{Device, IoKind, MemDevice, SimDevice, SimEvent};
+use f2fuse_engine::internals::mkfs::{format, MkfsOptions};
 use f2fuse_engine::Fs;
 use f2fuse_layout::F2FS_ROOT_INO as ROOT;
 use std::sync::Arc;

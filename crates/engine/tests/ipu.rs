@@ -4,10 +4,11 @@
 
 mod support;
 
-use f2fuse_engine::data::BlockMapper;
-use f2fuse_engine::device::IoKind;
-use f2fuse_engine::fs::SetAttr;
-use f2fuse_engine::mkfs::{format_path, MkfsOptions};
+use f2fuse_engine::internals::data::BlockMapper;
+use f2fuse_engine::internals::device::IoKind;
+use f2fuse_engine::internals::fs::SetAttr;
+use f2fuse_engine::internals::mkfs::{format_path, MkfsOptions};
+use f2fuse_engine::internals::FsInternals;
 use f2fuse_engine::{FallocMode, Fs, OpenOptions, SeekTarget};
 use f2fuse_layout::{CursegType, F2FS_ROOT_INO as ROOT, NEW_ADDR, NULL_ADDR};
 use std::path::{Path, PathBuf};

@@ -3,8 +3,9 @@
 
 mod support;
 
-use f2fuse_engine::device::{IoKind, MemDevice};
-use f2fuse_engine::mkfs::{format, format_path, MkfsOptions};
+use f2fuse_engine::internals::device::{IoKind, MemDevice};
+use f2fuse_engine::internals::mkfs::{format, format_path, MkfsOptions};
+use f2fuse_engine::internals::FsInternals;
 use f2fuse_engine::{FileKind, Fs, OpenOptions};
 use f2fuse_layout::checkpoint::Checkpoint;
 use f2fuse_layout::superblock::SuperBlock;
@@ -127,7 +128,7 @@ fn layout_equals_mkfs_f2fs_and_fsck_is_clean() {
             secs_per_zone: secs,
             ..MkfsOptions::default()
         };
-        opts.features = f2fuse_engine::mkfs::parse_features(features).unwrap();
+        opts.features = f2fuse_engine::internals::mkfs::parse_features(features).unwrap();
         format_path(&ours, Some(size), &opts).unwrap();
         let mut args = vec![
             "-s".to_string(),
@@ -204,7 +205,7 @@ fn formats_an_in_memory_device_reproducibly() {
     };
     let image = |opts: &MkfsOptions| {
         let dev = MemDevice::new(80 << 20);
-        let device = f2fuse_engine::device::Device::new(Box::new(dev));
+        let device = f2fuse_engine::internals::device::Device::new(Box::new(dev));
         format(&device, opts, true).unwrap();
         let mut bytes = vec![0u8; 80 << 20];
         device.read_blocks(IoKind::Meta, 0, &mut bytes).unwrap();
@@ -228,10 +229,10 @@ fn formats_an_in_memory_device_reproducibly() {
 
 #[test]
 fn refuses_bad_requests_with_clear_errors() {
-    let dev = f2fuse_engine::device::Device::new(Box::new(MemDevice::new(20 << 20)));
+    let dev = f2fuse_engine::internals::device::Device::new(Box::new(MemDevice::new(20 << 20)));
     let err = format(&dev, &MkfsOptions::default(), true).unwrap_err();
     assert_eq!(err.to_errno(), libc::EINVAL, "{err}");
-    let dev = f2fuse_engine::device::Device::new(Box::new(MemDevice::new(64 << 20)));
+    let dev = f2fuse_engine::internals::device::Device::new(Box::new(MemDevice::new(64 << 20)));
     let verity = MkfsOptions {
         features: feature::VERITY,
         ..MkfsOptions::default()
@@ -248,5 +249,5 @@ fn refuses_bad_requests_with_clear_errors() {
         format(&dev, &no_extra, true).unwrap_err().to_errno(),
         libc::EINVAL
     );
-    assert!(f2fuse_engine::mkfs::parse_features("extra_attr,bogus").is_err());
+    assert!(f2fuse_engine::internals::mkfs::parse_features("extra_attr,bogus").is_err());
 }

@@ -39,11 +39,12 @@
 
 mod support;
 
-use f2fuse_engine::compress::{CompressMode, CompressOptions};
-use f2fuse_engine::fs::{RenameFlags, SetAttr, TimeSet};
-use f2fuse_engine::mkfs::{format_path, parse_features, MkfsOptions};
-use f2fuse_engine::xattr::SetMode;
-use f2fuse_engine::{Error, FallocMode, FileKind, Fs, OpenOptions, Timestamp};
+use f2fuse_engine::internals::compress::{CompressMode, CompressOptions};
+use f2fuse_engine::internals::fs::{RenameFlags, SetAttr, TimeSet};
+use f2fuse_engine::internals::mkfs::{format_path, parse_features, MkfsOptions};
+use f2fuse_engine::internals::xattr::SetMode;
+use f2fuse_engine::internals::FsInternals;
+use f2fuse_engine::{Error, ErrorKind, FallocMode, FileKind, Fs, OpenOptions, Timestamp};
 use f2fuse_layout::compress::CompressAlgorithm;
 use f2fuse_layout::node::{max_file_blocks, AddrCounts};
 use f2fuse_layout::{inode_flag, F2FS_ROOT_INO};
@@ -1231,11 +1232,11 @@ impl Harness {
                 self.stats.ok += 1;
                 Ok(Some(v))
             }
-            (Err(Error::Errno { errno, .. }), Err(want)) if errno == want => {
+            (Err(e), Err(want)) if e.is_refusal() && e.to_errno() == want => {
                 self.stats.expected_errors += 1;
                 Ok(None)
             }
-            (Err(Error::Errno { errno, .. }), Ok(())) if errno == libc::ENOSPC && may_enospc => {
+            (Err(e), Ok(())) if e.kind() == ErrorKind::NoSpace && may_enospc => {
                 self.stats.enospc += 1;
                 Ok(None)
             }
@@ -2679,7 +2680,7 @@ impl Harness {
                 let has_blocks = || {
                     self.fs()
                         .inode(ino)
-                        .is_ok_and(|i| f2fuse_engine::compress::has_blocks(&i))
+                        .is_ok_and(|i| f2fuse_engine::internals::compress::has_blocks(&i))
                 };
                 let expect = if on && !feature {
                     no_feature()

@@ -3,7 +3,7 @@
 
 mod support;
 
-use f2fuse_engine::fs::{RenameFlags, SetAttr};
+use f2fuse_engine::internals::fs::{RenameFlags, SetAttr};
 use f2fuse_engine::{Fs, OpenOptions};
 use support::*;
 

@@ -1,7 +1,8 @@
 //! The orphan list of a checkpoint pack is read back exactly.
 
-use f2fuse_engine::device::{Device, IoKind, MemDevice};
-use f2fuse_engine::mkfs::{format, MkfsOptions};
+use f2fuse_engine::internals::device::{Device, IoKind, MemDevice};
+use f2fuse_engine::internals::mkfs::{format, MkfsOptions};
+use f2fuse_engine::internals::FsInternals;
 use f2fuse_engine::Fs;
 use f2fuse_layout::checkpoint::{seal_checkpoint_block, Checkpoint, OrphanBlock};
 use f2fuse_layout::{cp_flag, F2FS_BLKSIZE, F2FS_ORPHANS_PER_BLOCK};

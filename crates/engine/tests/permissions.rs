@@ -6,9 +6,9 @@
 
 mod support;
 
-use f2fuse_engine::fs::{RenameFlags, SetAttr, TimeSet};
-use f2fuse_engine::mkfs::{format_path, MkfsOptions};
-use f2fuse_engine::xattr::SetMode;
+use f2fuse_engine::internals::fs::{RenameFlags, SetAttr, TimeSet};
+use f2fuse_engine::internals::mkfs::{format_path, MkfsOptions};
+use f2fuse_engine::internals::xattr::SetMode;
 use f2fuse_engine::{Access, Credentials, Fs, OpenOptions, Timestamp};
 use f2fuse_layout::inode_flag::{APPEND, IMMUTABLE};
 use f2fuse_layout::xattr::{ACL_GROUP, ACL_GROUP_OBJ, ACL_MASK, ACL_OTHER, ACL_USER, ACL_USER_OBJ};
@@ -241,7 +241,7 @@ fn open_checks_the_access_mode() {
         assert_eq!(errno(user.open(w, libc::O_RDONLY)), 0);
         // Exec needs execute permission, not read.
         let x = fs.create(ROOT, b"x", 0o711, OWNER, GROUP).unwrap().ino;
-        let exec = libc::O_RDONLY | f2fuse_engine::fs::OPEN_FOR_EXEC;
+        let exec = libc::O_RDONLY | f2fuse_engine::internals::fs::OPEN_FOR_EXEC;
         assert_eq!(errno(user.open(x, exec)), 0);
         assert_eq!(errno(user.open(x, libc::O_RDONLY)), libc::EACCES);
         assert_eq!(errno(user.open(f, exec)), libc::EACCES);

@@ -10,10 +10,10 @@
 
 mod support;
 
-use f2fuse_engine::device::{Device, IoKind, MemDevice, SimDevice, SimEvent};
-use f2fuse_engine::fs::RenameFlags;
-use f2fuse_engine::mkfs::{format, parse_features, MkfsOptions};
-use f2fuse_engine::xattr::SetMode;
+use f2fuse_engine::internals::device::{Device, IoKind, MemDevice, SimDevice, SimEvent};
+use f2fuse_engine::internals::fs::RenameFlags;
+use f2fuse_engine::internals::mkfs::{format, parse_features, MkfsOptions};
+use f2fuse_engine::internals::xattr::SetMode;
 use f2fuse_engine::{FallocMode, FileKind, Fs};
 use f2fuse_layout::{inode_flag, BLOCKS_PER_SEG, F2FS_ROOT_INO as ROOT};
 use std::collections::{BTreeMap, BTreeSet};
@@ -646,7 +646,7 @@ fn fsync_rolls_forward_without_a_checkpoint() {
     fs.checkpoint().unwrap();
     let before = sim.event_count();
     // Truncation frees a direct node and addresses in the inode.
-    let shrink = f2fuse_engine::fs::SetAttr {
+    let shrink = f2fuse_engine::internals::fs::SetAttr {
         size: Some(5000),
         ..Default::default()
     };
@@ -990,7 +990,7 @@ fn power_cut_sweep_with_compressed_files() {
 }
 
 fn set_size(fs: &Fs, ino: u32, size: u64) {
-    let attr = f2fuse_engine::fs::SetAttr {
+    let attr = f2fuse_engine::internals::fs::SetAttr {
         size: Some(size),
         ..Default::default()
     };

@@ -7,8 +7,9 @@
 
 mod support;
 
-use f2fuse_engine::quota::{Limits, GRPQUOTA, PRJQUOTA, USRQUOTA};
-use f2fuse_engine::xattr::SetMode;
+use f2fuse_engine::internals::quota::{Limits, GRPQUOTA, PRJQUOTA, USRQUOTA};
+use f2fuse_engine::internals::xattr::SetMode;
+use f2fuse_engine::internals::FsInternals;
 use f2fuse_engine::{Error, FallocMode, Fs};
 use f2fuse_layout::inode_flag;
 use std::path::Path;
@@ -62,7 +63,7 @@ fn workload(fs: &Fs) {
     fs.write(b, 0, &vec![1u8; 2 << 20]).unwrap();
     fs.setattr(
         b,
-        &f2fuse_engine::fs::SetAttr {
+        &f2fuse_engine::internals::fs::SetAttr {
             size: Some(100_000),
             ..Default::default()
         },
@@ -87,7 +88,7 @@ fn workload(fs: &Fs) {
     // chown moves usage between users and groups.
     fs.setattr(
         a,
-        &f2fuse_engine::fs::SetAttr {
+        &f2fuse_engine::internals::fs::SetAttr {
             uid: Some(2000),
             gid: Some(200),
             ..Default::default()
@@ -220,7 +221,7 @@ fn limits_give_edquot_and_are_kept_in_the_files() {
     fs.write(f, 0, &vec![1u8; 100 << 10]).unwrap();
     fs.setattr(
         f,
-        &f2fuse_engine::fs::SetAttr {
+        &f2fuse_engine::internals::fs::SetAttr {
             size: Some(0),
             ..Default::default()
         },
@@ -244,7 +245,7 @@ fn limits_give_edquot_and_are_kept_in_the_files() {
     // chown to an owner without room: EDQUOT, nothing moves.
     let other = fs.create(3, b"o", 0o644, 1001, 100).unwrap().ino;
     fs.write(other, 0, &[1u8; 8192]).unwrap();
-    let to_1000 = f2fuse_engine::fs::SetAttr {
+    let to_1000 = f2fuse_engine::internals::fs::SetAttr {
         uid: Some(1000),
         ..Default::default()
     };
@@ -364,7 +365,7 @@ fn quota_need_fsck_checkpoints_are_left_to_fsck() {
 /// open writes has files fsck.f2fs agrees with.
 #[test]
 fn recovery_after_a_power_cut_charges_what_it_replays() {
-    use f2fuse_engine::device::MemDevice;
+    use f2fuse_engine::internals::device::MemDevice;
     use std::sync::Arc;
     if !require_f2fs_tools() {
         return;
@@ -407,7 +408,7 @@ fn recovery_after_a_power_cut_charges_what_it_replays() {
 /// addresses, the same quota file bytes.
 #[test]
 fn our_mkfs_writes_the_quota_files_of_mkfs_f2fs() {
-    use f2fuse_engine::mkfs::{format_path, parse_features, MkfsOptions};
+    use f2fuse_engine::internals::mkfs::{format_path, parse_features, MkfsOptions};
     if !require_f2fs_tools() {
         return;
     }
@@ -493,7 +494,7 @@ fn concurrent_changes_keep_usage_exact() {
                     fs.write(f, 0, &vec![i as u8; 4096 * (1 + i as usize % 7)])
                         .unwrap();
                     if i % 3 == 0 {
-                        let chown = f2fuse_engine::fs::SetAttr {
+                        let chown = f2fuse_engine::internals::fs::SetAttr {
                             uid: Some(2000 + t),
                             size: Some(4096),
                             ..Default::default()

@@ -6,11 +6,11 @@
 
 mod support;
 
-use f2fuse_engine::checkpoint::load_checkpoint;
-use f2fuse_engine::device::{Device, MemDevice};
-use f2fuse_engine::mkfs::{format, parse_features, MkfsOptions};
-use f2fuse_engine::recovery::walk_chain;
-use f2fuse_engine::superblock::load_superblock;
+use f2fuse_engine::internals::checkpoint::load_checkpoint;
+use f2fuse_engine::internals::device::{Device, MemDevice};
+use f2fuse_engine::internals::mkfs::{format, parse_features, MkfsOptions};
+use f2fuse_engine::internals::recovery::walk_chain;
+use f2fuse_engine::internals::superblock::load_superblock;
 use f2fuse_engine::{Error, Fs};
 use f2fuse_layout::node::{
     footer_of, footer_of_mut, inode_checksum_seed, inode_of_mut, update_inode_checksum,

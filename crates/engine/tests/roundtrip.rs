@@ -6,7 +6,8 @@
 
 mod support;
 
-use f2fuse_engine::mkfs::{format_path, MkfsOptions};
+use f2fuse_engine::internals::mkfs::{format_path, MkfsOptions};
+use f2fuse_engine::internals::FsInternals;
 use f2fuse_engine::{Fs, OpenOptions};
 use f2fuse_layout::xattr::{encode_xattrs, XattrEntry};
 use std::path::Path;
@@ -80,7 +81,7 @@ fn extra_attr_image_round_trip() {
     let img = scratch.join("ours.img");
     let features = "extra_attr,inode_checksum,flexible_inline_xattr,inode_crtime,lost_found";
     let mkfs = MkfsOptions {
-        features: f2fuse_engine::mkfs::parse_features(features).unwrap(),
+        features: f2fuse_engine::internals::mkfs::parse_features(features).unwrap(),
         ..MkfsOptions::default()
     };
     format_path(&img, Some(image_size_for_tree(&src)), &mkfs).unwrap();

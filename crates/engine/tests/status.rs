@@ -6,9 +6,10 @@
 
 mod support;
 
-use f2fuse_engine::data::{Extent, ExtentPlace};
-use f2fuse_engine::device::IoKind;
-use f2fuse_engine::mkfs::{format_path, MkfsOptions};
+use f2fuse_engine::internals::data::{Extent, ExtentPlace};
+use f2fuse_engine::internals::device::IoKind;
+use f2fuse_engine::internals::mkfs::{format_path, MkfsOptions};
+use f2fuse_engine::internals::FsInternals;
 use f2fuse_engine::{Fs, OpenOptions, Status};
 use f2fuse_layout::{F2FS_BLKSIZE, F2FS_ROOT_INO as ROOT, NEW_ADDR};
 use std::os::unix::fs::FileExt;

@@ -3,7 +3,8 @@
 
 mod support;
 
-use f2fuse_engine::mkfs::{format_path, MkfsOptions};
+use f2fuse_engine::internals::mkfs::{format_path, MkfsOptions};
+use f2fuse_engine::internals::FsInternals;
 use f2fuse_engine::{Fs, OpenOptions};
 use f2fuse_layout::F2FS_ROOT_INO as ROOT;
 use std::path::Path;

@@ -3,9 +3,10 @@
 
 mod support;
 
-use f2fuse_engine::fs::{RenameFlags, SetAttr};
-use f2fuse_engine::mkfs::{format_path, parse_features, MkfsOptions};
-use f2fuse_engine::xattr::SetMode;
+use f2fuse_engine::internals::fs::{RenameFlags, SetAttr};
+use f2fuse_engine::internals::mkfs::{format_path, parse_features, MkfsOptions};
+use f2fuse_engine::internals::xattr::SetMode;
+use f2fuse_engine::internals::FsInternals;
 use f2fuse_engine::{FileKind, Fs};
 use f2fuse_layout::F2FS_ROOT_INO as ROOT;
 use std::path::Path;

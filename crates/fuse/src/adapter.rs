@@ -10,14 +10,12 @@
 use crate::convert::{decode_dev, file_attr, timestamp, to_f2fs, to_fuse};
 use crate::ioctl::{self, Command, Compression};
 use crate::log;
-use f2fuse_engine::acl::AclKind;
-use f2fuse_engine::dir::DirEntryInfo;
-use f2fuse_engine::fs::{AtimePolicy, RenameFlags as EngineRenameFlags, SetAttr, TimeSet};
-use f2fuse_engine::inode::wall_time;
-use f2fuse_engine::perm;
-use f2fuse_engine::xattr::SetMode;
+use f2fuse_engine::RenameFlags as EngineRenameFlags;
 use f2fuse_engine::{
-    Access, AsUser, Credentials, Error, FallocMode, FileKind, Fs, InodeInfo, SeekTarget,
+    lists_xattr, wall_time, AclKind, AtimePolicy, DirEntryInfo, SetAttr, SetMode, TimeSet,
+};
+use f2fuse_engine::{
+    Access, AsUser, Credentials, Error, ErrorKind, FallocMode, FileKind, Fs, InodeInfo, SeekTarget,
 };
 use f2fuse_layout::{inode_flag, F2FS_NAME_LEN, F2FS_ROOT_INO};
 use fuser::{
@@ -276,9 +274,8 @@ pub struct F2fsFuse {
 type Res<T> = std::result::Result<T, Errno>;
 
 fn errno(e: &Error) -> Errno {
-    match e {
-        Error::Errno { .. } => {}
-        other => log(&format!("error: {other}")),
+    if !e.is_refusal() {
+        log(&format!("error: {e}"));
     }
     Errno::from_i32(e.to_errno())
 }
@@ -649,7 +646,7 @@ impl F2fsFuse {
         let who = self.as_user(&creds);
         match who.create(parent, name, (mode & 0o7777) as u16) {
             Ok(inode) => Ok(inode),
-            Err(e) if e.to_errno() == libc::EEXIST && flags & libc::O_EXCL == 0 => {
+            Err(e) if e.kind() == ErrorKind::AlreadyExists && flags & libc::O_EXCL == 0 => {
                 // The name appeared after the kernel's lookup: open it.
                 let entry = who.lookup(parent, name).map_err(|e| errno(&e))?;
                 if entry.kind == FileKind::Directory {
@@ -1587,7 +1584,7 @@ impl Filesystem for F2fsFuse {
                 // where the view checks nothing (the kernel does not filter
                 // listxattr for FUSE).
                 let listed = |n: &[u8]| {
-                    (self.acl || AclKind::of_xattr(n).is_none()) && perm::lists_xattr(&creds, n)
+                    (self.acl || AclKind::of_xattr(n).is_none()) && lists_xattr(&creds, n)
                 };
                 for (name, _) in list.iter().filter(|(n, _)| listed(n)) {
                     names.extend_from_slice(name);

@@ -1,8 +1,8 @@
 //! Mount configuration and `-o` option parsing.
 
-use f2fuse_engine::compress::{CompressMode, CompressOptions};
-use f2fuse_engine::fs::AtimePolicy;
-use f2fuse_engine::tunables;
+use f2fuse_engine::{
+    enforcement_bit, parse_tunable_value, tunable_info, AtimePolicy, CompressMode, CompressOptions,
+};
 use f2fuse_layout::compress::CompressAlgorithm;
 use std::time::Duration;
 
@@ -219,15 +219,15 @@ impl MountConfig {
             (name, Some(v)) if DIRTY_LIMITS.iter().any(|(n, _)| *n == name) => {
                 self.set_dirty_limit(name, v)?
             }
-            (name, Some(v)) if tunables::lookup(name).is_ok() => {
-                let value = tunables::parse_value(name, v).map_err(|e| format!("option {e}"))?;
+            (name, Some(v)) if tunable_info(name).is_ok() => {
+                let value = parse_tunable_value(name, v).map_err(|e| format!("option {e}"))?;
                 self.tunables.retain(|(n, _)| n != name);
                 self.tunables.push((name.to_string(), value));
             }
             ("fsname", Some(v)) if !v.is_empty() => self.fsname = Some(v.to_string()),
             ("subtype", Some(v)) if !v.contains(',') => self.subtype = v.to_string(),
-            (name, None) if f2fuse_engine::fs::enforcement_bit(name).is_some() => {
-                self.quota_enforced |= f2fuse_engine::fs::enforcement_bit(name).unwrap_or(0);
+            (name, None) if enforcement_bit(name).is_some() => {
+                self.quota_enforced |= enforcement_bit(name).unwrap_or(0);
             }
             ("relatime", None) => self.set_atime(AtimePolicy::Relative),
             ("strictatime", None) => self.set_atime(AtimePolicy::Strict),

@@ -16,7 +16,7 @@
 //! `tune NAME=VALUE` (set it; answers `NAME=VALUE`).
 
 use crate::log;
-use f2fuse_engine::{tunables, Fs};
+use f2fuse_engine::{parse_tunable_value, Fs};
 use std::io::{self, BufRead, BufReader, Read, Write};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
@@ -85,7 +85,7 @@ fn mount_owner(mountpoint: &Path) -> Result<u32, String> {
         .rev()
         .find_map(|line| {
             let (mount, fs) = line.split_once(" - ")?;
-            let point = crate::unescape_mountinfo(mount.split(' ').nth(4)?);
+            let point = f2fuse_engine::unescape_mountinfo(mount.split(' ').nth(4)?);
             let mut fs = fs.split(' ');
             let kind = fs.next()?;
             if point != wanted || !(kind == "fuse" || kind.starts_with("fuse.")) {
@@ -293,7 +293,7 @@ fn quota(fs: &Fs, argument: &str) -> Result<String, String> {
     let ["set", kind, numbers @ ..] = words.as_slice() else {
         return Err(usage());
     };
-    let qtype = f2fuse_engine::quota::type_by_name(kind).ok_or_else(usage)?;
+    let qtype = f2fuse_engine::quota_type_by_name(kind).ok_or_else(usage)?;
     let numbers: Vec<u64> = numbers
         .iter()
         .map(|n| n.parse().map_err(|_| usage()))
@@ -302,7 +302,7 @@ fn quota(fs: &Fs, argument: &str) -> Result<String, String> {
         return Err(usage());
     };
     let id = u32::try_from(id).map_err(|_| usage())?;
-    let limits = f2fuse_engine::quota::Limits {
+    let limits = f2fuse_engine::QuotaLimits {
         block_soft_kib,
         block_hard_kib,
         inode_soft,
@@ -336,7 +336,7 @@ fn tune(fs: &Fs, wake_cleaner: &dyn Fn(), argument: &str) -> Result<String, Stri
     let Some((name, value)) = argument.split_once('=') else {
         return Ok(format!("{}\n", fs.tunable(argument).map_err(text)?));
     };
-    let value = tunables::parse_value(name, value).map_err(text)?;
+    let value = parse_tunable_value(name, value).map_err(text)?;
     fs.set_tunable(name, value).map_err(text)?;
     if name.starts_with("gc_") {
         wake_cleaner();

@@ -18,17 +18,13 @@ pub use adapter::{AdapterConfig, F2fsFuse, Shared, MAX_WRITE};
 pub use config::{MountConfig, OPTIONS_HELP};
 use control::ControlServer;
 
-use f2fuse_engine::fs::AtimePolicy;
-use f2fuse_engine::{Fs, OpenOptions};
+use f2fuse_engine::{unescape_mountinfo, AtimePolicy, ErrorKind, Fs, OpenOptions};
 use fuser::{InitFlags, KernelConfig, MountOption, Session, SessionACL, SessionUnmounter};
 use parking_lot::{Condvar, Mutex};
 use std::ffi::CString;
-use std::fs::File;
 use std::io;
 use std::os::fd::AsFd;
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
-use std::os::unix::io::AsRawFd;
 use std::os::unix::thread::JoinHandleExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -58,77 +54,6 @@ pub(crate) fn log(msg: &str) {
     } else {
         eprintln!("f2fuse: {msg}");
     }
-}
-
-/// An exclusive lock on an image: while it is held no other f2fuse can
-/// mount the image. Block devices are also claimed with O_EXCL, which fails
-/// while the kernel has the device mounted.
-#[derive(Debug)]
-pub struct ImageLock {
-    _file: File,
-}
-
-/// How long a mount waits for an earlier daemon of the same image to let
-/// go of it: after an unmount the daemon still writes its last checkpoint,
-/// and `umount; mount` must work.
-const LOCK_WAIT: Duration = Duration::from_secs(10);
-
-/// Takes the [`ImageLock`] of `image`, waiting (up to `LOCK_WAIT`) for a
-/// daemon whose mount is gone; an image still mounted is refused at once.
-pub fn lock_image(image: &Path) -> Result<ImageLock, String> {
-    let shown = image.display();
-    let meta = std::fs::metadata(image).map_err(|e| format!("{shown}: {e}"))?;
-    let mut opts = std::fs::OpenOptions::new();
-    opts.read(true);
-    if meta.file_type().is_block_device() {
-        opts.custom_flags(libc::O_EXCL);
-    }
-    let file = opts.open(image).map_err(|e| match e.raw_os_error() {
-        Some(libc::EBUSY) => format!("{shown}: the device is busy (mounted by the kernel?)"),
-        _ => format!("{shown}: {e}"),
-    })?;
-    let deadline = Instant::now() + LOCK_WAIT;
-    loop {
-        // SAFETY: flock on a descriptor we own.
-        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
-            return Ok(ImageLock { _file: file });
-        }
-        let e = io::Error::last_os_error();
-        if e.raw_os_error() != Some(libc::EWOULDBLOCK) {
-            return Err(format!("{shown}: cannot lock the image: {e}"));
-        }
-        if is_mount_source(image) || Instant::now() >= deadline {
-            return Err(format!(
-                "{shown}: the image is already mounted (another f2fuse process holds its lock); \
-                 unmount it first"
-            ));
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
-/// Whether a FUSE mount names `image` as its source in /proc/self/mountinfo
-/// (a daemon's default `fsname`).
-fn is_mount_source(image: &Path) -> bool {
-    let Ok(info) = std::fs::read_to_string("/proc/self/mountinfo") else {
-        return false;
-    };
-    let Ok(image) = image.canonicalize() else {
-        return false;
-    };
-    let wanted = image.as_os_str().as_bytes();
-    info.lines().any(|line| {
-        // After the optional fields: " - TYPE SOURCE SUPER_OPTIONS".
-        let Some((_, tail)) = line.split_once(" - ") else {
-            return false;
-        };
-        let mut fields = tail.split(' ');
-        let is_fuse = fields.next().is_some_and(|t| t.starts_with("fuse"));
-        is_fuse
-            && fields
-                .next()
-                .is_some_and(|s| unescape_mountinfo(s) == wanted)
-    })
 }
 
 fn fuser_config(image: &Path, cfg: &MountConfig) -> fuser::Config {
@@ -255,7 +180,7 @@ fn background_loop(fs: &Fs, shared: &Shared, signal: &(Mutex<BackgroundSignal>, 
                     Ok(()) => cp_changes = changes,
                     Err(e) => {
                         log(&format!("periodic checkpoint: {e}"));
-                        if e.to_errno() == libc::EROFS {
+                        if e.kind() == ErrorKind::ReadOnly {
                             return;
                         }
                     }
@@ -269,7 +194,7 @@ fn background_loop(fs: &Fs, shared: &Shared, signal: &(Mutex<BackgroundSignal>, 
                 Ok(next) => gc_wait = next,
                 Err(e) => {
                     log(&format!("background cleaning: {e}"));
-                    if e.to_errno() == libc::EROFS {
+                    if e.kind() == ErrorKind::ReadOnly {
                         return;
                     }
                 }
@@ -469,27 +394,6 @@ fn connection_of(mountpoint: &Path) -> Option<u64> {
     })
 }
 
-/// Undoes mountinfo's octal escapes (`\040` for a space, ...).
-pub(crate) fn unescape_mountinfo(field: &str) -> Vec<u8> {
-    let b = field.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        let octal = |c: &u8| (b'0'..=b'7').contains(c);
-        if b[i] == b'\\' && i + 3 < b.len() && b[i + 1..i + 4].iter().all(octal) {
-            let v = b[i + 1..i + 4]
-                .iter()
-                .fold(0u16, |acc, c| acc * 8 + (c - b'0') as u16);
-            out.push(v as u8);
-            i += 4;
-        } else {
-            out.push(b[i]);
-            i += 1;
-        }
-    }
-    out
-}
-
 /// Mounts `image` on `mountpoint` and serves it until it is unmounted
 /// (fusermount3 -u, umount) or a SIGINT/SIGTERM/SIGHUP arrives; then
 /// unmounts the engine cleanly. `ready` runs once the mount is usable.
@@ -516,7 +420,6 @@ fn serve_blocked(
     if !meta.is_dir() {
         return Err(format!("{}: not a directory", mountpoint.display()));
     }
-    let _lock = lock_image(image)?;
     let fs = Fs::open_path_with(
         image,
         OpenOptions {
@@ -524,6 +427,8 @@ fn serve_blocked(
             direct: false,
             write_behind: cfg.write_behind,
             read_ahead: u64::from(cfg.image_read_ahead_kb) * 1024,
+            // One daemon per image, and no offline writer meanwhile.
+            lock: true,
         },
         &cfg.tunables,
     )

@@ -5,7 +5,8 @@
 // Not every test uses every helper.
 #![allow(dead_code)]
 
-use f2fuse_engine::device::IoKind;
+use f2fuse_engine::internals::device::IoKind;
+use f2fuse_engine::internals::FsInternals;
 use f2fuse_engine::{Error, FileKind, Fs, InodeInfo, OpenOptions};
 use f2fuse_layout::dentry::{DentryGeometry, DentrySet};
 use f2fuse_layout::segment::nat_block_addr;

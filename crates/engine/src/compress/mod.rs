@@ -14,7 +14,7 @@ pub use manage::{release_blocks, reserve_blocks, rewrite_cluster};
 
 use crate::data::{data_kind, BlockMapper, DataPolicy};
 use crate::device::Device;
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorKind, Result};
 use crate::inode::InodeInfo;
 use crate::node::NodeManager;
 use f2fuse_layout::compress::{split_cluster, CompressAlgorithm, InodeCompression};
@@ -245,15 +245,19 @@ pub enum CompressMode {
 /// `compress_mode`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CompressOptions {
+    /// The compression algorithm of new clusters.
     pub algorithm: CompressAlgorithm,
     /// 0 = the algorithm's default (zstd: level 1, as the kernel stores it).
     pub level: u8,
+    /// Blocks per cluster, as a power of two.
     pub log_cluster_size: u8,
+    /// Store a checksum with each compressed cluster.
     pub checksum: bool,
     /// New files with these extensions (case-insensitive; `*` = all) are compressed.
     pub extensions: Vec<String>,
     /// New files with these extensions are not, whatever their directory says.
     pub nocompress_extensions: Vec<String>,
+    /// Who compresses: the file system at write time, or the user on request.
     pub mode: CompressMode,
 }
 
@@ -481,8 +485,8 @@ fn store_cluster(
     {
         let mut space = ctx.space.lock();
         if space.free_user_blocks() < new_blocks.max(grow) {
-            return Err(Error::errno(
-                libc::ENOSPC,
+            return Err(Error::new(
+                ErrorKind::NoSpace,
                 format!("inode {}: storing cluster {cluster}", inode.ino),
             ));
         }
@@ -556,8 +560,8 @@ pub fn write_data(
         return crate::data::write_data(ctx, ino, offset, data, policy, allocated);
     };
     if compression.released {
-        return Err(Error::errno(
-            libc::EPERM,
+        return Err(Error::new(
+            ErrorKind::NotPermitted,
             format!("inode {ino}: compressed blocks were released"),
         ));
     }
@@ -587,7 +591,7 @@ pub fn write_data(
             // As plain writes: once some clusters are stored, running out
             // of space (or another refusal) makes a short write; the
             // caller sees the error at its next write.
-            Err(Error::Errno { .. }) if stored > offset => break,
+            Err(Error::Refused { .. }) if stored > offset => break,
             Err(e) => return Err(e),
         }
     }
@@ -611,14 +615,14 @@ pub fn truncate(ctx: &Ctx, ino: u32, size: u64) -> Result<()> {
     let cs = compression.cluster_blocks();
     let cluster_bytes = cs * F2FS_BLKSIZE as u64;
     if size > max_file_blocks(inode.addrs()) * F2FS_BLKSIZE as u64 {
-        return Err(Error::errno(
-            libc::EFBIG,
+        return Err(Error::new(
+            ErrorKind::FileTooLarge,
             format!("inode {ino}: size {size} too large"),
         ));
     }
     if compression.released && !size.is_multiple_of(cluster_bytes) {
-        return Err(Error::errno(
-            libc::EINVAL,
+        return Err(Error::new(
+            ErrorKind::InvalidArgument,
             format!("inode {ino}: released file cut inside a cluster"),
         ));
     }
@@ -670,14 +674,14 @@ pub fn fallocate(
     // The VFS's refusals come first.
     crate::data::fallocate_range(&inode, offset, len)?;
     if inode.compression.is_some() && !matches!(mode, crate::data::FallocMode::Allocate { .. }) {
-        return Err(Error::errno(
-            libc::EOPNOTSUPP,
+        return Err(Error::new(
+            ErrorKind::Unsupported,
             format!("inode {ino}: {mode:?} on a compressed file"),
         ));
     }
     if inode.compression.is_some_and(|c| c.released) {
-        return Err(Error::errno(
-            libc::EPERM,
+        return Err(Error::new(
+            ErrorKind::NotPermitted,
             format!("inode {ino}: compressed blocks were released"),
         ));
     }
@@ -709,8 +713,8 @@ pub fn apply_compr_flag(
     let busy =
         inode.kind == crate::inode::FileKind::Regular && (inode.size > 0 || has_blocks(inode));
     if busy {
-        return Err(Error::errno(
-            libc::EINVAL,
+        return Err(Error::new(
+            ErrorKind::InvalidArgument,
             format!(
                 "inode {}: compression changes only on empty files",
                 inode.ino
@@ -719,8 +723,8 @@ pub fn apply_compr_flag(
     }
     if wants && crate::ipu::is_pinned(inode) {
         // f2fs_may_compress: pinned files are never compressed.
-        return Err(Error::errno(
-            libc::EINVAL,
+        return Err(Error::new(
+            ErrorKind::InvalidArgument,
             format!("inode {}: a pinned file cannot be compressed", inode.ino),
         ));
     }

@@ -6,7 +6,7 @@ use super::file::WRITE_STEP;
 use super::locks::{Mode, WHOLE_FILE};
 use super::Fs;
 use crate::compress::{self, CompressMode, CompressOptions};
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorKind, Result};
 use crate::inode::{Ctx, FileKind, InodeInfo};
 use f2fuse_layout::compress::{
     CompressAlgorithm, InodeCompression, MAX_COMPRESS_LOG_SIZE, MIN_COMPRESS_LOG_SIZE,
@@ -41,7 +41,7 @@ impl Fs {
     /// lzo, at most 16 extensions of at most 7 bytes, `*` not a
     /// no-compress extension, no extension in both lists.
     pub fn set_compress_options(&self, options: CompressOptions) -> Result<()> {
-        let bad = |why: String| Err(Error::errno(libc::EINVAL, why));
+        let bad = |why: String| Err(Error::new(ErrorKind::InvalidArgument, why));
         if !(MIN_COMPRESS_LOG_SIZE..=MAX_COMPRESS_LOG_SIZE).contains(&options.log_cluster_size) {
             return bad(format!("compress_log_size {}", options.log_cluster_size));
         }
@@ -79,7 +79,7 @@ impl Fs {
         let writer = self
             .writer
             .as_ref()
-            .ok_or_else(|| Error::errno(libc::EROFS, "compression options"))?;
+            .ok_or_else(|| Error::new(ErrorKind::ReadOnly, "compression options"))?;
         *writer.compress_options.lock() = options;
         Ok(())
     }
@@ -136,8 +136,8 @@ impl Fs {
 /// other files, except GET_COMPRESS_OPTION).
 fn compressed(inode: &InodeInfo) -> Result<InodeCompression> {
     inode.compression.ok_or_else(|| {
-        Error::errno(
-            libc::EINVAL,
+        Error::new(
+            ErrorKind::InvalidArgument,
             format!("inode {} is not compressed", inode.ino),
         )
     })
@@ -146,8 +146,8 @@ fn compressed(inode: &InodeInfo) -> Result<InodeCompression> {
 /// EINVAL for a file whose saved blocks were released.
 fn not_released(inode: &InodeInfo, c: &InodeCompression) -> Result<()> {
     if c.released {
-        return Err(Error::errno(
-            libc::EINVAL,
+        return Err(Error::new(
+            ErrorKind::InvalidArgument,
             format!("inode {}: compressed blocks were released", inode.ino),
         ));
     }
@@ -163,8 +163,8 @@ impl Fs {
         if self.superblock().has_feature(feature::COMPRESSION) {
             Ok(())
         } else {
-            Err(Error::errno(
-                libc::EOPNOTSUPP,
+            Err(Error::new(
+                ErrorKind::Unsupported,
                 "the image has no compression feature",
             ))
         }
@@ -175,9 +175,9 @@ impl Fs {
     pub fn compress_option(&self, ino: u32) -> Result<(CompressAlgorithm, u8)> {
         self.require_compression()?;
         let inode = self.inode(ino)?;
-        let c = inode
-            .compression
-            .ok_or_else(|| Error::errno(libc::ENODATA, format!("inode {ino} is not compressed")))?;
+        let c = inode.compression.ok_or_else(|| {
+            Error::new(ErrorKind::NoData, format!("inode {ino} is not compressed"))
+        })?;
         Ok((c.algorithm, c.log_cluster_size))
     }
 
@@ -204,14 +204,14 @@ impl Fs {
                     (MIN_COMPRESS_LOG_SIZE..=MAX_COMPRESS_LOG_SIZE).contains(&log_cluster_size)
                 })
                 .ok_or_else(|| {
-                    Error::errno(
-                        libc::EINVAL,
+                    Error::new(
+                        ErrorKind::InvalidArgument,
                         format!("compress option {algorithm}/{log_cluster_size}"),
                     )
                 })?;
             if compress::has_blocks(&inode) {
-                return Err(Error::errno(
-                    libc::EFBIG,
+                return Err(Error::new(
+                    ErrorKind::FileTooLarge,
                     format!("inode {ino}: compress option of a file with blocks"),
                 ));
             }
@@ -278,8 +278,8 @@ impl Fs {
                 return Ok(0);
             }
             if !c.released {
-                return Err(Error::errno(
-                    libc::EINVAL,
+                return Err(Error::new(
+                    ErrorKind::InvalidArgument,
                     format!("inode {ino}: compressed blocks were not released"),
                 ));
             }
@@ -309,8 +309,8 @@ impl Fs {
     fn rewrite_clusters(&self, ino: u32, compress: bool) -> Result<()> {
         self.require_compression()?;
         if self.compress_mode() != CompressMode::User {
-            return Err(Error::errno(
-                libc::EOPNOTSUPP,
+            return Err(Error::new(
+                ErrorKind::Unsupported,
                 "compressing or decompressing a file needs compress_mode=user",
             ));
         }

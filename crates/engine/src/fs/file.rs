@@ -6,7 +6,7 @@ use super::locks::{Mode, RangeGuard, WHOLE_FILE};
 use super::{Fs, FsCounter, Writer};
 use crate::acl::AclKind;
 use crate::data::{self, DataPolicy, FallocMode, SeekTarget};
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorKind, Result};
 use crate::flags::{self, deny_if_immutable, deny_if_locked};
 use crate::inline;
 use crate::inode::{set_atime, set_ctime, set_mtime, FileKind, InodeInfo, Timestamp};
@@ -18,7 +18,9 @@ use std::ops::Range;
 /// A time to set: an explicit value or "now".
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TimeSet {
+    /// The current time.
     Now,
+    /// This time.
     At(Timestamp),
 }
 
@@ -27,10 +29,15 @@ pub enum TimeSet {
 pub struct SetAttr {
     /// Permission bits (0o7777); the file type is kept.
     pub mode: Option<u16>,
+    /// New owner.
     pub uid: Option<u32>,
+    /// New group.
     pub gid: Option<u32>,
+    /// New size: truncates or extends with a hole.
     pub size: Option<u64>,
+    /// New access time.
     pub atime: Option<TimeSet>,
+    /// New modification time.
     pub mtime: Option<TimeSet>,
     /// The change time to record instead of the current time: a kernel
     /// that keeps file times itself (FUSE with the writeback cache) sends
@@ -111,9 +118,12 @@ const CAPABILITY_XATTR: &[u8] = b"security.capability";
 fn require_regular(inode: &InodeInfo) -> Result<()> {
     match inode.kind {
         FileKind::Regular => Ok(()),
-        FileKind::Directory => Err(Error::errno(libc::EISDIR, format!("inode {}", inode.ino))),
-        _ => Err(Error::errno(
-            libc::EINVAL,
+        FileKind::Directory => Err(Error::new(
+            ErrorKind::IsADirectory,
+            format!("inode {}", inode.ino),
+        )),
+        _ => Err(Error::new(
+            ErrorKind::InvalidArgument,
             format!("inode {} is not a regular file", inode.ino),
         )),
     }
@@ -246,8 +256,8 @@ impl Fs {
                 return Ok(None);
             }
             if generation.is_some_and(|g| g != inode.generation) {
-                return Err(Error::errno(
-                    libc::ESTALE,
+                return Err(Error::new(
+                    ErrorKind::Stale,
                     format!("inode {ino} was replaced"),
                 ));
             }
@@ -293,8 +303,8 @@ impl Fs {
             self.data_policy.load(),
         )?;
         if n != overlap || old != buf[..overlap] {
-            return Err(Error::errno(
-                libc::EPERM,
+            return Err(Error::new(
+                ErrorKind::NotPermitted,
                 format!("inode {} is append-only: changing its data", inode.ino),
             ));
         }
@@ -325,10 +335,14 @@ impl Fs {
                         crate::data::check_writable(&inode)?;
                         crate::compress::fallocate(ctx, ino, offset, len, mode).map(Some)
                     }
-                    FileKind::Directory => Err(Error::errno(libc::EISDIR, format!("inode {ino}"))),
+                    FileKind::Directory => {
+                        Err(Error::new(ErrorKind::IsADirectory, format!("inode {ino}")))
+                    }
                     // As the VFS: fallocate on a fifo is ESPIPE, on other files ENODEV.
-                    FileKind::Fifo => Err(Error::errno(libc::ESPIPE, format!("inode {ino}"))),
-                    _ => Err(Error::errno(libc::ENODEV, format!("inode {ino}"))),
+                    FileKind::Fifo => {
+                        Err(Error::new(ErrorKind::IllegalSeek, format!("inode {ino}")))
+                    }
+                    _ => Err(Error::new(ErrorKind::NoDevice, format!("inode {ino}"))),
                 }
             })
         })
@@ -340,7 +354,7 @@ impl Fs {
         let _inode = self.inode_read_lock(ino);
         let inode = self.inode(ino)?;
         if inode.kind == FileKind::Directory {
-            return Err(Error::errno(libc::EISDIR, format!("inode {ino}")));
+            return Err(Error::new(ErrorKind::IsADirectory, format!("inode {ino}")));
         }
         data::seek(&self.nm, &inode, offset, target)
     }
@@ -392,7 +406,7 @@ impl Fs {
             };
             if kill {
                 match xattr::set_xattr(ctx, ino, CAPABILITY_XATTR, None, SetMode::Replace) {
-                    Err(e) if e.to_errno() == libc::ENODATA => {}
+                    Err(e) if e.kind() == ErrorKind::NoData => {}
                     other => other?,
                 }
             }
@@ -460,8 +474,8 @@ impl Fs {
             if (stored ^ inode.flags) & inode_flag::CASEFOLD != 0
                 && !crate::dir::is_empty_dir(ctx, &inode)?
             {
-                return Err(Error::errno(
-                    libc::ENOTEMPTY,
+                return Err(Error::new(
+                    ErrorKind::NotEmpty,
                     format!("casefolding of non-empty directory {ino}"),
                 ));
             }

@@ -2,7 +2,7 @@
 //! and its tunables.
 
 use super::{Fs, FsCounter, StatFs};
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorKind, Result};
 use crate::gc::GcStats;
 use crate::inode::{InodeClock, Timestamp};
 use crate::report::{LogStatus, Status};
@@ -64,6 +64,7 @@ impl Fs {
         }
     }
 
+    /// statfs(2) figures for the whole file system.
     pub fn statfs(&self) -> StatFs {
         let (user, valid, used_nodes) = match &self.writer {
             Some(w) => {
@@ -119,8 +120,8 @@ impl Fs {
 
     fn tunables_of(&self) -> Result<&Mutex<Tunables>> {
         self.writer.as_ref().map(|w| &w.tunables).ok_or_else(|| {
-            Error::errno(
-                libc::EROFS,
+            Error::new(
+                ErrorKind::ReadOnly,
                 "tunables need a writable file system (opened read-only)",
             )
         })

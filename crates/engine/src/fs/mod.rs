@@ -54,6 +54,7 @@ mod info;
 mod locks;
 mod namei;
 mod open;
+mod path;
 mod perm;
 mod pin;
 mod quota;
@@ -70,8 +71,9 @@ pub use quota::enforcement_bit;
 use crate::checkpoint::CheckpointState;
 use crate::data::DataPolicy;
 use crate::device::Device;
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorKind, Result};
 use crate::gc::GcState;
+use crate::image_lock::ImageLock;
 use crate::inode::{Ctx, InodeCheck, InodeClock, InodeInfo};
 use crate::ipu::IpuPolicy;
 use crate::lock_order::{self, Level};
@@ -104,17 +106,29 @@ pub struct OpenOptions {
     /// reads, around the host's page cache; 0 (the default) for none. See
     /// [`FileDeviceOptions::read_ahead`](crate::device::FileDeviceOptions).
     pub read_ahead: u64,
+    /// Take the image's exclusive lock ([`lock_image`](crate::lock_image))
+    /// before opening it and hold it while the [`Fs`] is open, as a mount
+    /// and the CLI's write commands do: an image another f2fuse has open
+    /// this way is refused ([`ErrorKind::Busy`](crate::ErrorKind::Busy)).
+    pub lock: bool,
 }
 
 /// File system totals, as statfs reports them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct StatFs {
+    /// Block size in bytes.
     pub block_size: u32,
+    /// Blocks in the main area.
     pub blocks: u64,
+    /// Free blocks.
     pub blocks_free: u64,
+    /// Free blocks an unprivileged user may use.
     pub blocks_available: u64,
+    /// Inodes the file system can hold.
     pub files: u64,
+    /// Inodes still free.
     pub files_free: u64,
+    /// Longest name in bytes.
     pub name_max: u32,
 }
 
@@ -180,6 +194,8 @@ struct Writer {
     quota_need_fsck: AtomicBool,
 }
 
+/// An open F2FS file system: every operation on it, by inode number.
+/// `Send + Sync`: share it (e.g. in an `Arc`) between threads.
 pub struct Fs {
     dev: Arc<Device>,
     loaded_sb: LoadedSuperblock,
@@ -193,6 +209,9 @@ pub struct Fs {
     counters: ShardedCounters<3>,
     /// The data path's tunables, read by every read and write without a lock.
     data_policy: DataPolicyCell,
+    /// Held while open when [`OpenOptions::lock`] asked for it; declared
+    /// last, so it is let go after everything else is dropped.
+    image_lock: Option<ImageLock>,
 }
 
 /// [`DataPolicy`] in atomics (`max_folio_order`, `serialized_dio_pages`,
@@ -292,15 +311,15 @@ impl Fs {
     fn writable(&self) -> Result<&Writer> {
         self.writer
             .as_ref()
-            .ok_or_else(|| Error::errno(libc::EROFS, "opened read-only"))
+            .ok_or_else(|| Error::new(ErrorKind::ReadOnly, "opened read-only"))
     }
 
     /// The writer of a writable file system no error has made read-only.
     fn healthy_writer(&self) -> Result<&Writer> {
         let w = self.writable()?;
         if w.failed.load(Ordering::Relaxed) {
-            return Err(Error::errno(
-                libc::EROFS,
+            return Err(Error::new(
+                ErrorKind::ReadOnly,
                 "an earlier error made the file system read-only",
             ));
         }
@@ -342,7 +361,7 @@ impl Fs {
             op(&self.ctx())
         };
         match &result {
-            Err(Error::Errno { .. }) | Ok(_) => self.maybe_checkpoint()?,
+            Err(Error::Refused { .. }) | Ok(_) => self.maybe_checkpoint()?,
             Err(_) => self.writer().failed.store(true, Ordering::Relaxed),
         }
         result
@@ -367,7 +386,7 @@ impl Fs {
     /// library caller may hold a number after its file was freed), instead
     /// of the corruption a dangling on-disk reference would be.
     fn caller_inode(&self, ctx: &Ctx, ino: u32) -> Result<InodeInfo> {
-        let stale = || Error::errno(libc::ESTALE, format!("inode {ino} no longer exists"));
+        let stale = || Error::new(ErrorKind::Stale, format!("inode {ino} no longer exists"));
         if ino < F2FS_ROOT_INO || ino >= self.nm.max_nid() {
             return Err(stale());
         }

@@ -8,7 +8,7 @@ use super::Fs;
 use crate::acl::{Acl, AclKind};
 use crate::data::{self, DataPolicy};
 use crate::dir::{self, FoundEntry};
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorKind, Result};
 use crate::flags::{deny_if_immutable, deny_if_locked};
 use crate::inline;
 use crate::inode::{create_inode, set_ctime, Ctx, FileKind, InodeInfo, NewInode, Timestamp};
@@ -19,7 +19,9 @@ use f2fuse_layout::*;
 /// rename(2) flags.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct RenameFlags {
+    /// Fail with EEXIST if the target exists (RENAME_NOREPLACE).
     pub noreplace: bool,
+    /// Swap the source and the target (RENAME_EXCHANGE).
     pub exchange: bool,
     /// RENAME_WHITEOUT (overlayfs): the old name becomes a whiteout, a
     /// character device 0:0 with mode 0, in the same change (as
@@ -30,14 +32,14 @@ pub struct RenameFlags {
 fn check_name(name: &[u8]) -> Result<()> {
     if name.is_empty() || name == b"." || name == b".." || name.iter().any(|&b| b == b'/' || b == 0)
     {
-        return Err(Error::errno(
-            libc::EINVAL,
+        return Err(Error::new(
+            ErrorKind::InvalidArgument,
             format!("invalid name {:?}", String::from_utf8_lossy(name)),
         ));
     }
     if name.len() > F2FS_NAME_LEN {
-        return Err(Error::errno(
-            libc::ENAMETOOLONG,
+        return Err(Error::new(
+            ErrorKind::NameTooLong,
             String::from_utf8_lossy(name),
         ));
     }
@@ -48,13 +50,13 @@ fn check_name(name: &[u8]) -> Result<()> {
 /// can have, ENOENT if there is none.
 fn existing_entry(ctx: &Ctx, dir: &InodeInfo, name: &[u8]) -> Result<FoundEntry> {
     if name.len() > F2FS_NAME_LEN {
-        return Err(Error::errno(
-            libc::ENAMETOOLONG,
+        return Err(Error::new(
+            ErrorKind::NameTooLong,
             String::from_utf8_lossy(name),
         ));
     }
     dir::find_entry(ctx, dir, name)?
-        .ok_or_else(|| Error::errno(libc::ENOENT, String::from_utf8_lossy(name)))
+        .ok_or_else(|| Error::new(ErrorKind::NotFound, String::from_utf8_lossy(name)))
 }
 
 impl Fs {
@@ -82,19 +84,25 @@ impl Fs {
             let dir = self.caller_dir(ctx, parent)?;
             self.permission(caller, &dir, Access::EXEC)?;
             if dir.links == 0 {
-                return Err(Error::errno(libc::ENOENT, "directory was removed"));
+                return Err(Error::new(ErrorKind::NotFound, "directory was removed"));
             }
             check_name(name)?;
             if dir::find_entry(ctx, &dir, name)?.is_some() {
-                return Err(Error::errno(libc::EEXIST, String::from_utf8_lossy(name)));
+                return Err(Error::new(
+                    ErrorKind::AlreadyExists,
+                    String::from_utf8_lossy(name),
+                ));
             }
             self.may_create(caller, &dir)?;
             deny_if_immutable(&dir, "adding a name")?;
             dir::require_key(&dir)?;
             let kind = FileKind::from_mode(spec_mode)
-                .ok_or_else(|| Error::errno(libc::EINVAL, "bad file type"))?;
+                .ok_or_else(|| Error::new(ErrorKind::InvalidArgument, "bad file type"))?;
             if kind == FileKind::Directory && dir.links == u32::MAX {
-                return Err(Error::errno(libc::EMLINK, "too many subdirectories"));
+                return Err(Error::new(
+                    ErrorKind::TooManyLinks,
+                    "too many subdirectories",
+                ));
             }
             let (mode, inherited) = self.inherit_acls(&dir, spec_mode, kind)?;
             let dir_level = self.writer().tunables.lock().dir_level;
@@ -183,6 +191,7 @@ impl Fs {
         self.new_plain_entry(parent, name, mode, (uid, gid), None)
     }
 
+    /// Creates a directory (fails with EEXIST if `name` exists).
     pub fn mkdir(
         &self,
         parent: u32,
@@ -247,8 +256,12 @@ impl Fs {
             mode
         };
         match FileKind::from_mode(mode) {
-            Some(FileKind::Directory) => Err(Error::errno(libc::EPERM, "mknod of a directory")),
-            Some(FileKind::Symlink) | None => Err(Error::errno(libc::EINVAL, "mknod of that type")),
+            Some(FileKind::Directory) => {
+                Err(Error::new(ErrorKind::NotPermitted, "mknod of a directory"))
+            }
+            Some(FileKind::Symlink) | None => {
+                Err(Error::new(ErrorKind::InvalidArgument, "mknod of that type"))
+            }
             Some(_) => self.new_entry(
                 NewInode {
                     parent,
@@ -264,6 +277,7 @@ impl Fs {
         }
     }
 
+    /// Creates a symlink to `target`.
     pub fn symlink(
         &self,
         parent: u32,
@@ -284,11 +298,11 @@ impl Fs {
         caller: Option<&Credentials>,
     ) -> Result<InodeInfo> {
         if target.is_empty() || target.len() > F2FS_MAX_SYMLINK_LEN {
-            return Err(Error::errno(
+            return Err(Error::new(
                 if target.is_empty() {
-                    libc::ENOENT
+                    ErrorKind::NotFound
                 } else {
-                    libc::ENAMETOOLONG
+                    ErrorKind::NameTooLong
                 },
                 "symlink target length",
             ));
@@ -331,8 +345,8 @@ impl Fs {
             self.permission(caller, &dir, Access::EXEC)?;
             check_name(new_name)?;
             if dir::find_entry(ctx, &dir, new_name)?.is_some() {
-                return Err(Error::errno(
-                    libc::EEXIST,
+                return Err(Error::new(
+                    ErrorKind::AlreadyExists,
                     String::from_utf8_lossy(new_name),
                 ));
             }
@@ -342,13 +356,16 @@ impl Fs {
             self.check_same_project(&dir, &inode)?;
             deny_if_locked(&inode, "linking to it")?;
             if inode.kind == FileKind::Directory {
-                return Err(Error::errno(libc::EPERM, "hard links to directories"));
+                return Err(Error::new(
+                    ErrorKind::NotPermitted,
+                    "hard links to directories",
+                ));
             }
             if inode.links == u32::MAX {
-                return Err(Error::errno(libc::EMLINK, "too many links"));
+                return Err(Error::new(ErrorKind::TooManyLinks, "too many links"));
             }
             if inode.links == 0 {
-                return Err(Error::errno(libc::ENOENT, "inode was unlinked"));
+                return Err(Error::new(ErrorKind::NotFound, "inode was unlinked"));
             }
             dir::require_key(&dir)?;
             dir::add_link(
@@ -369,10 +386,13 @@ impl Fs {
         self.inode(ino)
     }
 
+    /// Removes the name of a non-directory; the inode goes with its last
+    /// link and last open.
     pub fn unlink(&self, parent: u32, name: &[u8]) -> Result<()> {
         self.remove_entry(parent, name, false, None)
     }
 
+    /// Removes an empty directory.
     pub fn rmdir(&self, parent: u32, name: &[u8]) -> Result<()> {
         self.remove_dir(parent, name, None)
     }
@@ -384,10 +404,10 @@ impl Fs {
         caller: Option<&Credentials>,
     ) -> Result<()> {
         if name == b"." {
-            return Err(Error::errno(libc::EINVAL, "rmdir of \".\""));
+            return Err(Error::new(ErrorKind::InvalidArgument, "rmdir of \".\""));
         }
         if name == b".." {
-            return Err(Error::errno(libc::ENOTEMPTY, "rmdir of \"..\""));
+            return Err(Error::new(ErrorKind::NotEmpty, "rmdir of \"..\""));
         }
         self.remove_entry(parent, name, true, caller)
     }
@@ -417,18 +437,27 @@ impl Fs {
             deny_if_locked(&target, "removing it")?;
             match (want_dir, target.kind == FileKind::Directory) {
                 (true, false) => {
-                    return Err(Error::errno(libc::ENOTDIR, String::from_utf8_lossy(name)))
+                    return Err(Error::new(
+                        ErrorKind::NotADirectory,
+                        String::from_utf8_lossy(name),
+                    ))
                 }
                 (false, true) => {
-                    return Err(Error::errno(libc::EISDIR, String::from_utf8_lossy(name)))
+                    return Err(Error::new(
+                        ErrorKind::IsADirectory,
+                        String::from_utf8_lossy(name),
+                    ))
                 }
                 _ => {}
             }
             if want_dir && !dir::is_empty_dir(ctx, &target)? {
-                return Err(Error::errno(libc::ENOTEMPTY, String::from_utf8_lossy(name)));
+                return Err(Error::new(
+                    ErrorKind::NotEmpty,
+                    String::from_utf8_lossy(name),
+                ));
             }
             if want_dir && target.ino == F2FS_ROOT_INO {
-                return Err(Error::errno(libc::EBUSY, "the root directory"));
+                return Err(Error::new(ErrorKind::Busy, "the root directory"));
             }
             dir::remove_link(ctx, parent, &found)?;
             if want_dir {
@@ -457,6 +486,7 @@ impl Fs {
         .into())
     }
 
+    /// rename(2) and renameat2(2) with `flags`.
     pub fn rename(
         &self,
         parent: u32,
@@ -480,8 +510,8 @@ impl Fs {
         owner: Option<&Credentials>,
     ) -> Result<()> {
         if flags.exchange && (flags.noreplace || flags.whiteout) {
-            return Err(Error::errno(
-                libc::EINVAL,
+            return Err(Error::new(
+                ErrorKind::InvalidArgument,
                 "RENAME_EXCHANGE with RENAME_NOREPLACE or RENAME_WHITEOUT",
             ));
         }
@@ -515,8 +545,8 @@ impl Fs {
             let moving_dir = moving.kind == FileKind::Directory;
             if let Some(e) = &existing {
                 if flags.noreplace {
-                    return Err(Error::errno(
-                        libc::EEXIST,
+                    return Err(Error::new(
+                        ErrorKind::AlreadyExists,
                         String::from_utf8_lossy(new_name),
                     ));
                 }
@@ -524,8 +554,8 @@ impl Fs {
                     return Ok(()); // Two links of one inode: nothing to do.
                 }
             } else if flags.exchange {
-                return Err(Error::errno(
-                    libc::ENOENT,
+                return Err(Error::new(
+                    ErrorKind::NotFound,
                     String::from_utf8_lossy(new_name),
                 ));
             }
@@ -566,8 +596,8 @@ impl Fs {
                 None => deny_if_immutable(&new_dir, "adding a name")?,
             }
             if moving_dir && parent != new_parent && self.is_ancestor(old.info.ino, new_parent)? {
-                return Err(Error::errno(
-                    libc::EINVAL,
+                return Err(Error::new(
+                    ErrorKind::InvalidArgument,
                     "cannot move a directory into itself",
                 ));
             }
@@ -580,11 +610,11 @@ impl Fs {
                     && parent != new_parent
                     && self.is_ancestor(e.info.ino, parent)?
                 {
-                    return Err(Error::errno(
+                    return Err(Error::new(
                         if flags.exchange {
-                            libc::EINVAL
+                            ErrorKind::InvalidArgument
                         } else {
-                            libc::ENOTEMPTY
+                            ErrorKind::NotEmpty
                         },
                         "the target contains the source",
                     ));
@@ -593,20 +623,20 @@ impl Fs {
             if let Some(victim) = replaced.as_ref().filter(|_| !flags.exchange) {
                 let victim_dir = victim.kind == FileKind::Directory;
                 if moving_dir && !victim_dir {
-                    return Err(Error::errno(
-                        libc::ENOTDIR,
+                    return Err(Error::new(
+                        ErrorKind::NotADirectory,
                         String::from_utf8_lossy(new_name),
                     ));
                 }
                 if !moving_dir && victim_dir {
-                    return Err(Error::errno(
-                        libc::EISDIR,
+                    return Err(Error::new(
+                        ErrorKind::IsADirectory,
                         String::from_utf8_lossy(new_name),
                     ));
                 }
                 if victim_dir && !dir::is_empty_dir(ctx, victim)? {
-                    return Err(Error::errno(
-                        libc::ENOTEMPTY,
+                    return Err(Error::new(
+                        ErrorKind::NotEmpty,
                         String::from_utf8_lossy(new_name),
                     ));
                 }
@@ -764,7 +794,7 @@ impl Fs {
     fn caller_dir(&self, ctx: &Ctx, ino: u32) -> Result<InodeInfo> {
         let dir = self.caller_inode(ctx, ino)?;
         if dir.kind != FileKind::Directory {
-            return Err(Error::errno(libc::ENOTDIR, format!("inode {ino}")));
+            return Err(Error::new(ErrorKind::NotADirectory, format!("inode {ino}")));
         }
         Ok(dir)
     }

@@ -5,8 +5,9 @@ use super::sync::MAX_DIRTY_NODES;
 use super::{Clock, DataPolicyCell, Fs, OpenOptions, Writer};
 use crate::checkpoint::{load_checkpoint, CheckpointState};
 use crate::device::{BlockDevice, Device, FileDevice, FileDeviceOptions, OverlayDevice};
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorKind, Result};
 use crate::gc::GcState;
+use crate::image_lock::lock_image;
 use crate::inode::{FileKind, InodeCheck, InodeClock};
 use crate::node::NodeManager;
 use crate::recovery;
@@ -50,16 +51,31 @@ impl Fs {
         opts: OpenOptions,
         tunables: &[(String, u64)],
     ) -> Result<Fs> {
+        let image_lock = if opts.lock {
+            Some(lock_image(path)?)
+        } else {
+            None
+        };
+        let mut fs = Fs::open_path_unlocked(path, opts, tunables)?;
+        fs.image_lock = image_lock;
+        Ok(fs)
+    }
+
+    fn open_path_unlocked(
+        path: &Path,
+        opts: OpenOptions,
+        tunables: &[(String, u64)],
+    ) -> Result<Fs> {
         if let (false, Some((name, _))) = (opts.writable, tunables.first()) {
-            return Err(Error::errno(
-                libc::EROFS,
+            return Err(Error::new(
+                ErrorKind::ReadOnly,
                 format!("tunable {name}: tunables need a writable file system"),
             ));
         }
         if sparse::is_sparse_file(path) {
             if opts.writable {
-                return Err(Error::errno(
-                    libc::EROFS,
+                return Err(Error::new(
+                    ErrorKind::ReadOnly,
                     "an Android sparse image can only be opened read-only",
                 ));
             }
@@ -123,6 +139,7 @@ impl Fs {
             writer: None,
             counters: ShardedCounters::default(),
             data_policy: DataPolicyCell::new(&Tunables::defaults(0, 0)),
+            image_lock: None,
         };
         let root = fs.inode(F2FS_ROOT_INO)?;
         if root.kind != FileKind::Directory {
@@ -237,32 +254,34 @@ impl Fs {
         Ok(())
     }
 
+    /// Opened for writing.
     pub fn is_writable(&self) -> bool {
         self.writer.is_some()
     }
 
+    /// The superblock as read at open.
     pub fn superblock(&self) -> &SuperBlock {
         &self.loaded_sb.sb
     }
 
-    pub fn loaded_superblock(&self) -> &LoadedSuperblock {
+    pub(crate) fn loaded_superblock(&self) -> &LoadedSuperblock {
         &self.loaded_sb
     }
 
-    pub fn checkpoint_state(&self) -> RwLockReadGuard<'_, CheckpointState> {
+    pub(crate) fn checkpoint_state(&self) -> RwLockReadGuard<'_, CheckpointState> {
         self.cp.read()
     }
 
-    pub fn node_manager(&self) -> &NodeManager {
+    pub(crate) fn node_manager(&self) -> &NodeManager {
         &self.nm
     }
 
-    pub fn device(&self) -> &Device {
+    pub(crate) fn device(&self) -> &Device {
         &self.dev
     }
 
     /// The SIT as of the loaded checkpoint (read-only use: `info`).
-    pub fn sit(&self) -> Result<Arc<SitTable>> {
+    pub(crate) fn sit(&self) -> Result<Arc<SitTable>> {
         let mut slot = self.sit.lock();
         if let Some(sit) = slot.as_ref() {
             return Ok(sit.clone());

@@ -16,7 +16,7 @@
 use super::{Fs, RenameFlags, SetAttr};
 use crate::acl::AclKind;
 use crate::dir::DirEntryInfo;
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorKind, Result};
 use crate::flags::{is_append_only, is_immutable};
 use crate::inode::{FileKind, InodeInfo};
 use crate::perm::{self, Access, Credentials};
@@ -39,7 +39,7 @@ impl Fs {
             FileKind::Regular | FileKind::Directory | FileKind::Symlink
         );
         if want.contains(Access::WRITE) && on_disk && !self.is_writable() {
-            return Err(Error::errno(libc::EROFS, "opened read-only"));
+            return Err(Error::new(ErrorKind::ReadOnly, "opened read-only"));
         }
         self.permission(Some(creds), &inode, want)
     }
@@ -155,6 +155,7 @@ impl<'a> AsUser<'a> {
         self.checked.then_some(self.creds)
     }
 
+    /// The caller's credentials.
     pub fn credentials(&self) -> &'a Credentials {
         self.creds
     }
@@ -188,11 +189,11 @@ impl<'a> AsUser<'a> {
         }
         let writing = want.contains(Access::WRITE);
         if writing && inode.kind == FileKind::Directory {
-            return Err(Error::errno(libc::EISDIR, format!("inode {ino}")));
+            return Err(Error::new(ErrorKind::IsADirectory, format!("inode {ino}")));
         }
         if writing && is_immutable(&inode) {
-            return Err(Error::errno(
-                libc::EPERM,
+            return Err(Error::new(
+                ErrorKind::NotPermitted,
                 format!("inode {ino} is immutable"),
             ));
         }
@@ -207,8 +208,8 @@ impl<'a> AsUser<'a> {
         }
         let appends = flags & libc::O_APPEND != 0 && flags & libc::O_TRUNC == 0;
         if writing && !appends && is_append_only(&inode) {
-            return Err(Error::errno(
-                libc::EPERM,
+            return Err(Error::new(
+                ErrorKind::NotPermitted,
                 format!("inode {ino} is append-only: open without O_APPEND"),
             ));
         }
@@ -244,6 +245,7 @@ impl<'a> AsUser<'a> {
         })
     }
 
+    /// Creates a directory; needs write and search permission on `parent`.
     pub fn mkdir(&self, parent: u32, name: &[u8], perm_bits: u16) -> Result<InodeInfo> {
         let requested = mode::S_IFDIR | (perm_bits & 0o7777);
         self.new_inode(parent, requested, |mode, owner| {
@@ -266,7 +268,7 @@ impl<'a> AsUser<'a> {
             Some(FileKind::CharDevice | FileKind::BlockDevice)
         );
         if self.checked && device && !self.creds.is_privileged() {
-            return Err(Error::errno(libc::EPERM, "mknod of a device"));
+            return Err(Error::new(ErrorKind::NotPermitted, "mknod of a device"));
         }
         self.new_inode(parent, mode, |mode, owner| {
             self.fs
@@ -274,6 +276,7 @@ impl<'a> AsUser<'a> {
         })
     }
 
+    /// Creates a symlink; needs write and search permission on `parent`.
     pub fn symlink(&self, parent: u32, name: &[u8], target: &[u8]) -> Result<InodeInfo> {
         self.new_inode(parent, mode::S_IFLNK | 0o777, |_, owner| {
             self.fs
@@ -292,6 +295,7 @@ impl<'a> AsUser<'a> {
         self.fs.remove_entry(parent, name, false, self.caller())
     }
 
+    /// Removes an empty directory; as [`unlink`](Self::unlink).
     pub fn rmdir(&self, parent: u32, name: &[u8]) -> Result<()> {
         self.fs.remove_dir(parent, name, self.caller())
     }
@@ -309,7 +313,7 @@ impl<'a> AsUser<'a> {
         flags: RenameFlags,
     ) -> Result<()> {
         if self.checked && flags.whiteout && !self.creds.is_privileged() {
-            return Err(Error::errno(libc::EPERM, "RENAME_WHITEOUT"));
+            return Err(Error::new(ErrorKind::NotPermitted, "RENAME_WHITEOUT"));
         }
         let (from, to) = ((parent, name), (new_parent, new_name));
         self.fs
@@ -367,6 +371,7 @@ impl<'a> AsUser<'a> {
         }
     }
 
+    /// Removes an xattr; as [`set_xattr`](Self::set_xattr).
     pub fn remove_xattr(&self, ino: u32, name: &[u8]) -> Result<()> {
         self.fs
             .change_xattr(ino, name, None, SetMode::Replace, self.caller())
@@ -391,7 +396,12 @@ pub(super) fn check_set_flags(
     inode: &InodeInfo,
     requested: u32,
 ) -> Result<()> {
-    let refused = |what: &str| Error::errno(libc::EPERM, format!("inode {}: {what}", inode.ino));
+    let refused = |what: &str| {
+        Error::new(
+            ErrorKind::NotPermitted,
+            format!("inode {}: {what}", inode.ino),
+        )
+    };
     if !creds.owns_or_privileged(inode) {
         return Err(refused("changing flags of another user's file"));
     }

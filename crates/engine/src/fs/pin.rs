@@ -8,7 +8,7 @@ use super::locks::{Mode, WHOLE_FILE};
 use super::Fs;
 use crate::compress;
 use crate::data;
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorKind, Result};
 use crate::inline;
 use crate::inode::{FileKind, InodeInfo};
 use crate::ipu;
@@ -37,8 +37,8 @@ impl Fs {
             let _inode = self.locks().inode(ino, Mode::Exclusive);
             let inode = self.caller_inode(ctx, ino)?;
             if inode.kind != FileKind::Regular {
-                return Err(Error::errno(
-                    libc::EINVAL,
+                return Err(Error::new(
+                    ErrorKind::InvalidArgument,
                     format!("inode {ino}: only regular files can be pinned"),
                 ));
             }
@@ -52,8 +52,8 @@ impl Fs {
             }
             let failures = gc_failures(&inode);
             if failures > thresh {
-                return Err(Error::errno(
-                    libc::EAGAIN,
+                return Err(Error::new(
+                    ErrorKind::WouldBlock,
                     format!("inode {ino}: cleaning failed {failures} times because of its pin"),
                 ));
             }
@@ -61,8 +61,8 @@ impl Fs {
                 data::convert_inline_to_block(ctx, &inode)?;
             }
             if inode.compression.is_some() && compress::has_blocks(&ctx.inode(ino)?) {
-                return Err(Error::errno(
-                    libc::EOPNOTSUPP,
+                return Err(Error::new(
+                    ErrorKind::Unsupported,
                     format!("inode {ino}: a compressed file with blocks cannot be pinned"),
                 ));
             }

@@ -6,7 +6,7 @@
 use super::locks::Mode;
 use super::{Fs, StatFs};
 use crate::data;
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorKind, Result};
 use crate::inode::{FileKind, InodeInfo};
 use crate::perm::Credentials;
 use crate::quota::{no_quota_file, Limits, Quota, QUOTA_TYPES};
@@ -103,7 +103,7 @@ impl Fs {
                 &|| {},
             )?;
             if written != bytes.len() {
-                return Err(Error::errno(libc::ENOSPC, "writing a quota file"));
+                return Err(Error::new(ErrorKind::NoSpace, "writing a quota file"));
             }
         }
         Ok(())
@@ -157,7 +157,7 @@ impl Fs {
         for (qtype, name) in crate::quota::TYPE_NAMES.iter().enumerate() {
             let entries = match self.quota_file(qtype) {
                 Ok(entries) => entries,
-                Err(e) if e.to_errno() == libc::ENOENT => continue,
+                Err(e) if e.kind() == ErrorKind::NotFound => continue,
                 Err(e) => return Err(e),
             };
             let ino = self.superblock().qf_ino[qtype].get();
@@ -183,8 +183,8 @@ impl Fs {
             }
         }
         if out.is_empty() {
-            return Err(Error::errno(
-                libc::ENOENT,
+            return Err(Error::new(
+                ErrorKind::NotFound,
                 "the image has no quota files (mkfs -O quota or project_quota)",
             ));
         }
@@ -269,8 +269,8 @@ impl Fs {
             let _inode = self.locks().inode(ino, Mode::Exclusive);
             let inode = self.caller_inode(ctx, ino)?;
             if caller.is_some_and(|creds| !creds.owns_or_privileged(&inode)) {
-                return Err(Error::errno(
-                    libc::EPERM,
+                return Err(Error::new(
+                    ErrorKind::NotPermitted,
                     format!("inode {ino}: changing the project of another user's file"),
                 ));
             }
@@ -278,12 +278,15 @@ impl Fs {
                 return if projid == 0 {
                     Ok(())
                 } else {
-                    Err(Error::errno(libc::EOPNOTSUPP, "no project_quota feature"))
+                    Err(Error::new(
+                        ErrorKind::Unsupported,
+                        "no project_quota feature",
+                    ))
                 };
             }
             if inode.layout.extra_words == 0 {
-                return Err(Error::errno(
-                    libc::EOPNOTSUPP,
+                return Err(Error::new(
+                    ErrorKind::Unsupported,
                     "inode without extra attributes",
                 ));
             }
@@ -291,10 +294,10 @@ impl Fs {
                 return Ok(());
             }
             if self.nm.quota().is_some_and(|q| q.is_quota_inode(ino)) {
-                return Err(Error::errno(libc::EPERM, "a quota file"));
+                return Err(Error::new(ErrorKind::NotPermitted, "a quota file"));
             }
             if inode.layout.extra_words * 4 < I_PROJID_OFFSET + 4 - node::I_ADDR_OFFSET {
-                return Err(Error::errno(libc::EOVERFLOW, "no room for i_projid"));
+                return Err(Error::new(ErrorKind::Overflow, "no room for i_projid"));
             }
             if let Some(q) = self.nm.quota() {
                 q.check_transfer(crate::quota::PRJQUOTA, projid, inode.blocks - 1)?;
@@ -342,8 +345,8 @@ impl Fs {
         if dir.flags & inode_flag::PROJINHERIT != 0
             && dir.projid(features) != inode.projid(features)
         {
-            return Err(Error::errno(
-                libc::EXDEV,
+            return Err(Error::new(
+                ErrorKind::CrossDevice,
                 format!(
                     "inode {} of project {} into a directory of project {}",
                     inode.ino,

@@ -6,7 +6,7 @@ use crate::acl::{Acl, AclKind};
 use crate::compress;
 use crate::data;
 use crate::dir::{self, DirEntryInfo};
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorKind, Result};
 use crate::flags;
 use crate::inline;
 use crate::inode::{read_inode, FileKind, InodeInfo};
@@ -20,6 +20,7 @@ use f2fuse_layout::*;
 const PREFETCH_GAP: u64 = 16;
 
 impl Fs {
+    /// Inode `ino` as it is now.
     pub fn inode(&self, ino: u32) -> Result<InodeInfo> {
         let _read = self.read_guard();
         read_inode(&self.nm, &self.check, ino)
@@ -27,7 +28,7 @@ impl Fs {
 
     /// Starts reading the inode blocks of `inos` from the device, without
     /// waiting, for a caller about to read them all (a listing with
-    /// attributes): sorted, and blocks less than [`PREFETCH_GAP`] apart
+    /// attributes): sorted, and blocks less than `PREFETCH_GAP` apart
     /// asked for as one run. Numbers that name no inode are skipped.
     pub fn prefetch_inodes(&self, inos: impl IntoIterator<Item = u32>) {
         let _read = self.read_guard();
@@ -54,7 +55,7 @@ impl Fs {
     pub(super) fn dir_inode(&self, ino: u32) -> Result<InodeInfo> {
         let dir = self.inode(ino)?;
         if dir.kind != FileKind::Directory {
-            return Err(Error::errno(libc::ENOTDIR, format!("inode {ino}")));
+            return Err(Error::new(ErrorKind::NotADirectory, format!("inode {ino}")));
         }
         Ok(dir)
     }
@@ -63,14 +64,14 @@ impl Fs {
     pub fn lookup(&self, dir_ino: u32, name: &[u8]) -> Result<DirEntryInfo> {
         let _read = self.read_guard();
         if name.len() > F2FS_NAME_LEN {
-            return Err(Error::errno(
-                libc::ENAMETOOLONG,
+            return Err(Error::new(
+                ErrorKind::NameTooLong,
                 String::from_utf8_lossy(name),
             ));
         }
         let dir = self.dir_inode(dir_ino)?;
         dir::lookup(&self.dev, &self.nm, &dir, name)?
-            .ok_or_else(|| Error::errno(libc::ENOENT, String::from_utf8_lossy(name)))
+            .ok_or_else(|| Error::new(ErrorKind::NotFound, String::from_utf8_lossy(name)))
     }
 
     /// Resolves an absolute or root-relative path without following symlinks.
@@ -80,7 +81,7 @@ impl Fs {
             ino = self
                 .lookup(ino, component.as_bytes())
                 .map_err(|e| match e {
-                    Error::Errno { errno, .. } => Error::errno(errno, path),
+                    Error::Refused { kind, .. } => Error::new(kind, path),
                     other => other,
                 })?
                 .ino;
@@ -88,6 +89,7 @@ impl Fs {
         self.inode(ino)
     }
 
+    /// The entries of directory `dir_ino`, "." and ".." included.
     pub fn read_dir(&self, dir_ino: u32) -> Result<Vec<DirEntryInfo>> {
         let _read = self.read_guard();
         let dir = self.dir_inode(dir_ino)?;
@@ -100,7 +102,10 @@ impl Fs {
     pub fn read(&self, inode: &InodeInfo, offset: u64, buf: &mut [u8]) -> Result<usize> {
         let _read = self.read_guard();
         if inode.kind == FileKind::Directory {
-            return Err(Error::errno(libc::EISDIR, format!("inode {}", inode.ino)));
+            return Err(Error::new(
+                ErrorKind::IsADirectory,
+                format!("inode {}", inode.ino),
+            ));
         }
         let n = compress::read_data(
             &self.dev,
@@ -125,11 +130,12 @@ impl Fs {
         self.read(&inode, offset, buf)
     }
 
+    /// The target of a symlink.
     pub fn read_link(&self, inode: &InodeInfo) -> Result<Vec<u8>> {
         let _read = self.read_guard();
         if inode.kind != FileKind::Symlink {
-            return Err(Error::errno(
-                libc::EINVAL,
+            return Err(Error::new(
+                ErrorKind::InvalidArgument,
                 format!("inode {} is not a symlink", inode.ino),
             ));
         }
@@ -172,12 +178,13 @@ impl Fs {
             .collect()
     }
 
+    /// The value of xattr `name` (ENODATA if there is none).
     pub fn get_xattr(&self, inode: &InodeInfo, name: &[u8]) -> Result<Vec<u8>> {
         self.xattrs(inode)?
             .into_iter()
             .find(|(n, _)| n == name)
             .map(|(_, v)| v)
-            .ok_or_else(|| Error::errno(libc::ENODATA, String::from_utf8_lossy(name)))
+            .ok_or_else(|| Error::new(ErrorKind::NoData, String::from_utf8_lossy(name)))
     }
 
     /// The ACL of `kind` stored on `inode`, if any.
@@ -186,7 +193,7 @@ impl Fs {
             Ok(bytes) => Acl::parse(&bytes)
                 .map(Some)
                 .map_err(|e| Corrupt::new("ACL", format!("inode {}: {e}", inode.ino)).into()),
-            Err(e) if e.to_errno() == libc::ENODATA => Ok(None),
+            Err(e) if e.kind() == ErrorKind::NoData => Ok(None),
             Err(e) => Err(e),
         }
     }
@@ -214,6 +221,7 @@ impl Fs {
         })
     }
 
+    /// The file's data is stored in its inode.
     pub fn has_inline_data(&self, inode: &InodeInfo) -> bool {
         inline::has_inline_data(inode)
     }

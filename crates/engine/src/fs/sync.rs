@@ -4,7 +4,7 @@ use super::locks::Mode;
 use super::{Fs, FsCounter, Writer};
 use crate::checkpoint::CheckpointState;
 use crate::commit::{write_checkpoint, CheckpointRequest};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::inode::{FileKind, InodeInfo};
 use crate::lock_order::{self, Level};
 use crate::node::{NodeMarks, NodeStamp};
@@ -131,7 +131,7 @@ impl Fs {
         let name = &raw.i_name[..(raw.i_namelen.get() as usize).min(F2FS_NAME_LEN)];
         let named = match self.lookup(raw.i_pino.get(), name) {
             Ok(entry) => entry.ino == inode.ino,
-            Err(Error::Errno { .. }) => false,
+            Err(e) if e.is_refusal() => false,
             Err(e) => return Err(e),
         };
         if named {

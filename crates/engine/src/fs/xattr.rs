@@ -3,7 +3,7 @@
 use super::locks::Mode;
 use super::Fs;
 use crate::acl::{Acl, AclKind};
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorKind, Result};
 use crate::flags::deny_if_locked;
 use crate::inode::{set_ctime, FileKind, InodeInfo};
 use crate::perm::{self, Access, Credentials};
@@ -51,12 +51,14 @@ impl Fs {
             let name = kind.xattr_name();
             let bytes = acl.to_bytes();
             match (kind, inode.kind) {
-                (_, FileKind::Symlink) => Err(Error::errno(libc::EOPNOTSUPP, "ACLs on a symlink")),
+                (_, FileKind::Symlink) => {
+                    Err(Error::new(ErrorKind::Unsupported, "ACLs on a symlink"))
+                }
                 (AclKind::Default, FileKind::Directory) => {
                     xattr::set_xattr(ctx, ino, name, Some(&bytes), SetMode::Any)
                 }
-                (AclKind::Default, _) => Err(Error::errno(
-                    libc::EACCES,
+                (AclKind::Default, _) => Err(Error::new(
+                    ErrorKind::PermissionDenied,
                     "default ACLs are for directories",
                 )),
                 (AclKind::Access, _) => {
@@ -68,7 +70,7 @@ impl Fs {
                         xattr::set_xattr(ctx, ino, name, Some(&bytes), SetMode::Any)?;
                     } else {
                         match xattr::set_xattr(ctx, ino, name, None, SetMode::Replace) {
-                            Err(e) if e.to_errno() == libc::ENODATA => {}
+                            Err(e) if e.kind() == ErrorKind::NoData => {}
                             other => other?,
                         }
                     }
@@ -82,6 +84,7 @@ impl Fs {
         })
     }
 
+    /// Removes xattr `name` (ENODATA if there is none).
     pub fn remove_xattr(&self, ino: u32, name: &[u8]) -> Result<()> {
         self.change_xattr(ino, name, None, SetMode::Replace, None)
     }

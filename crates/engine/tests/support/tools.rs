@@ -223,7 +223,7 @@ pub fn fsck_f2fs(img: &Path) -> Result<(), String> {
 pub fn our_fsck(img: &Path) -> Result<(), String> {
     let fs = f2fuse_engine::Fs::open_path(img, f2fuse_engine::OpenOptions::default())
         .map_err(|e| format!("f2fuse fsck cannot open {}: {e}", img.display()))?;
-    let report = f2fuse_engine::fsck::check(&fs)
+    let report = f2fuse_engine::internals::fsck::check(&fs)
         .map_err(|e| format!("f2fuse fsck {}: {e}", img.display()))?;
     if report.is_clean() {
         Ok(())
