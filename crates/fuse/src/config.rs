@@ -128,7 +128,8 @@ pub const OPTIONS_HELP: &str = "ro, rw, allow_other, default_permissions, thread
      suid, nosuid, exec, noexec, atime, noatime, sync, async, dirsync, and the f2fs tunables as \
      NAME=VALUE (max_victim_search, gc_idle, gc_urgent, gc_urgent_sleep_time, gc_min_sleep_time, \
      gc_max_sleep_time, gc_no_gc_sleep_time, cp_interval, reclaim_segments, min_ssr_sections, \
-     dir_level, serialized_dio_pages, max_folio_order; \
+     dir_level, serialized_dio_pages, max_folio_order, ipu_policy, min_ipu_util, min_fsync_blocks, \
+     extent_zeroout_len, gc_pin_file_thresh; \
      see `f2fuse tune`), and the compression options compress_algorithm=lzo|lz4[:LEVEL]|\
      zstd[:LEVEL]|lzo-rle, compress_log_size=2..8, compress_extension=EXT, \
      nocompress_extension=EXT (each may be repeated), compress_chksum, \
@@ -301,6 +302,17 @@ mod tests {
 
     fn named(pairs: &[(&str, u64)]) -> Vec<(String, u64)> {
         pairs.iter().map(|(n, v)| (n.to_string(), *v)).collect()
+    }
+
+    #[test]
+    fn options_help_names_every_tunable() {
+        for tunable in f2fuse_engine::TUNABLES {
+            assert!(
+                OPTIONS_HELP.contains(tunable.name),
+                "OPTIONS_HELP does not name {}",
+                tunable.name
+            );
+        }
     }
 
     #[test]
