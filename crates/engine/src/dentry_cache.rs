@@ -9,8 +9,8 @@
 //! holds. A read that misses is registered while it reads the device; a
 //! write to its address meanwhile marks it, and a marked read does not
 //! fill the cache (it may hold the contents from before the write).
-//! Its mutex is a leaf lock (level 8 of the lock order), never held during
-//! I/O.
+//! Its mutex is the innermost leaf lock (docs/ARCHITECTURE.md,
+//! "Concurrency and locking order"), never held during I/O.
 
 use parking_lot::Mutex;
 use std::collections::{HashMap, VecDeque};

@@ -4,7 +4,7 @@
 //!
 //! Victim policies: greedy (fewest valid blocks; foreground cleaning) and
 //! cost-benefit (old and empty first; background cleaning), searching at
-//! most `max_victim_search` dirty segments from where the last search of
+//! most `max_victim_search` candidate (dirty) sections from where the last search of
 //! that policy stopped (round robin), as the kernel does.
 //!
 //! Liveness: a node block is live iff the NAT points at it; a data block is

@@ -2,12 +2,10 @@
 //!
 //! Every lock above the leaf locks belongs to a [`Level`]; a thread takes
 //! them in ascending level, and within a level in ascending key (an inode
-//! number), so no two threads can wait for each other:
-//!
-//! range locks (a file's byte ranges) → the operation lock → the rename
-//! lock → directory locks → inode locks → the fsync-chain lock → a node
-//! guard → leaf locks (segment manager, NAT, node caches: held briefly,
-//! never while taking another lock of this list).
+//! number), so no two threads can wait for each other. The levels, what
+//! each lock protects and the leaf locks are in docs/ARCHITECTURE.md,
+//! "Concurrency and locking order" (the one written copy); this module is
+//! its executable form.
 //!
 //! Debug builds keep the locks each thread holds and panic when one is
 //! taken out of order, so a violation fails a test instead of deadlocking

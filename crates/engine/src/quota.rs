@@ -18,8 +18,8 @@
 //! kernel's usrquota/grpquota/prjquota mount options); usage is tracked
 //! for all types whether enforced or not.
 //!
-//! One leaf lock (the files' state): held briefly, never while waiting for
-//! another lock.
+//! The files' state is under one leaf lock (docs/ARCHITECTURE.md,
+//! "Concurrency and locking order", says when it is taken).
 
 use crate::error::{Error, ErrorKind, Result};
 use f2fuse_layout::node::{footer_of, inode_of, InodeLayout};

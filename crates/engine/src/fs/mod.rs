@@ -8,41 +8,9 @@
 //!
 //! # Lock protocol
 //!
-//! Taken in this order only (checked in debug builds by `lock_order`):
-//!
-//! 1. range locks of one file (`locks`): a write holds its blocks
-//!    exclusively, a read shares them, for the whole request;
-//! 2. `op_lock`: every step of an operation holds it shared (readers
-//!    recursively), checkpoints and cleaning exclusively, so they never see
-//!    an operation half done; a write longer than one step (1 MiB) lets
-//!    cleaning run between steps;
-//! 3. the rename lock (renames between directories);
-//! 4. directory locks, ascending inode number: every change of a
-//!    directory's entries;
-//! 5. inode locks, ascending inode number: exclusive on every inode an
-//!    attribute, xattr or namespace operation changes, shared by data
-//!    reads and writes;
-//! 6. the fsync-chain lock (one chain in the warm node log at a time);
-//! 7. one node guard (`node::NodeGuard`): a node block is changed only
-//!    while its guard is held;
-//! 8. leaf locks (segment manager, NAT, node caches, counters, quota files,
-//!    the flush gate, unsynced block counts): held briefly, never while
-//!    waiting for another lock, never across file data I/O (the flush
-//!    gate's waiters wait for a device flush, not holding its lock); the
-//!    dentry-block cache's is the innermost of them: `Device` takes it
-//!    after each write, also under the segment manager's lock (SSA and
-//!    SIT writes), and takes no other lock while holding it.
-//!
-//! Namespace operations look a name up under its directory's lock; when
-//! the operation turns out to change another directory that comes earlier
-//! in the order, they release and take the whole set in order, then look
-//! again (`namei::lock_dirs_for`).
-//!
-//! What is atomic: a write (up to the 1 MiB step: longer writes in 1 MiB
-//! steps) against reads and writes of overlapping blocks, truncation and
-//! fallocate; each namespace operation against every other one and against
-//! lookups (a lookup sees a rename's new name before the old one goes);
-//! each attribute change.
+//! The lock order, what each lock protects and what is atomic are written
+//! once, in docs/ARCHITECTURE.md, "Concurrency and locking order";
+//! `lock_order` checks the order in debug builds.
 
 mod atime;
 mod clean;
