@@ -4,8 +4,8 @@
 //!
 //! Victim policies: greedy (fewest valid blocks; foreground cleaning) and
 //! cost-benefit (old and empty first; background cleaning), searching at
-//! most `max_victim_search` candidate (dirty) sections from where the last search of
-//! that policy stopped (round robin), as the kernel does.
+//! most `max_victim_search` candidate (dirty) sections from where the last
+//! search of that policy stopped (round robin), as the kernel does.
 //!
 //! Liveness: a node block is live iff the NAT points at it; a data block is
 //! live iff its summary's parent node still has the NAT version recorded in
