@@ -7,7 +7,7 @@
 //! translation is needed; a few reported flags come from elsewhere.
 
 use crate::error::{Error, ErrorKind, Result};
-use crate::inode::{FileKind, InodeInfo};
+use crate::inode::{mask_flags, InodeInfo};
 use f2fuse_layout::{feature, inline_flag, inode_flag};
 
 /// FS_*_FL bits F2FS reports but does not keep in `i_flags`.
@@ -40,31 +40,6 @@ pub const GETTABLE: u32 = SETTABLE
     | reported::NOCOW
     | reported::VERITY;
 
-/// Flags that only mean something on directories (the kernel masks them
-/// off regular files: F2FS_REG_FLMASK).
-const DIRECTORY_ONLY: u32 = inode_flag::DIRSYNC | inode_flag::PROJINHERIT | inode_flag::CASEFOLD;
-/// The only flags devices, fifos, sockets and symlinks may carry (F2FS_OTHER_FLMASK).
-const OTHER_FILES: u32 = inode_flag::NODUMP | inode_flag::NOATIME;
-/// Flags a new inode takes over from its directory (F2FS_FL_INHERITED;
-/// the compression flags follow their own rules).
-const INHERITED: u32 = inode_flag::SYNC
-    | inode_flag::NODUMP
-    | inode_flag::NOATIME
-    | inode_flag::DIRSYNC
-    | inode_flag::PROJINHERIT
-    | inode_flag::CASEFOLD;
-
-/// The flags a new inode of `kind` gets from its directory's `dir_flags`
-/// (f2fs_new_inode: the inherited ones, masked by type as f2fs_mask_flags).
-pub fn inherited_flags(dir_flags: u32, kind: FileKind) -> u32 {
-    let flags = dir_flags & INHERITED;
-    match kind {
-        FileKind::Directory => flags,
-        FileKind::Regular => flags & !DIRECTORY_ONLY,
-        _ => flags & OTHER_FILES,
-    }
-}
-
 /// The flags FS_IOC_GETFLAGS reports for `inode`.
 pub fn get_flags(inode: &InodeInfo) -> u32 {
     let mut flags = inode.flags & (SETTABLE | inode_flag::INDEX);
@@ -95,11 +70,7 @@ pub fn flags_to_store(inode: &InodeInfo, requested: u32, features: u32) -> Resul
         ));
     }
     let wanted = requested & SETTABLE;
-    let allowed = match inode.kind {
-        FileKind::Directory => SETTABLE,
-        FileKind::Regular => SETTABLE & !DIRECTORY_ONLY,
-        _ => OTHER_FILES,
-    };
+    let allowed = mask_flags(SETTABLE, inode.kind);
     if wanted & !allowed != 0 {
         return Err(Error::new(
             ErrorKind::Unsupported,

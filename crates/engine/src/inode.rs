@@ -5,6 +5,7 @@ use crate::device::Block;
 use crate::error::{Error, ErrorKind, Result};
 use crate::extent_cache::Snapshot;
 use crate::node::{NodeExpect, NodeManager};
+use crate::time::{wall_time, Timestamp};
 use f2fuse_layout::compress::InodeCompression;
 use f2fuse_layout::dentry::NameRule;
 use f2fuse_layout::node::{
@@ -60,15 +61,6 @@ impl FileKind {
             _ => return None,
         })
     }
-}
-
-/// Seconds and nanoseconds.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]
-pub struct Timestamp {
-    /// Seconds since the epoch.
-    pub sec: i64,
-    /// Nanoseconds (below 10^9).
-    pub nsec: u32,
 }
 
 /// An inode as read from disk: the raw block and the decoded attributes.
@@ -524,32 +516,6 @@ impl InodeClock {
     }
 }
 
-/// Current time as an inode timestamp, from the clock the kernel stamps
-/// inodes with (current_time: the coarse real-time clock, updated once per
-/// tick). A FUSE kernel with the write-back cache stamps the mtime and
-/// ctime of writes itself: a finer clock here would give a new file an
-/// atime after the write's mtime, and relatime would skip its first read.
-pub fn wall_time() -> Timestamp {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes one timespec into `ts`.
-    if unsafe { libc::clock_gettime(libc::CLOCK_REALTIME_COARSE, &mut ts) } == 0 {
-        return Timestamp {
-            sec: ts.tv_sec,
-            nsec: ts.tv_nsec as u32,
-        };
-    }
-    let d = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap_or_default();
-    Timestamp {
-        sec: d.as_secs() as i64,
-        nsec: d.subsec_nanos(),
-    }
-}
-
 pub fn set_mtime(inode: &mut node::Inode, t: Timestamp) {
     inode.i_mtime.set(t.sec as u64);
     inode.i_mtime_nsec.set(t.nsec);
@@ -588,6 +554,31 @@ fn has_extension(name: &[u8], exts: &[String]) -> bool {
     })
 }
 
+/// Flags that only mean something on directories (the kernel masks them
+/// off regular files: F2FS_REG_FLMASK).
+const DIRECTORY_ONLY_FLAGS: u32 =
+    inode_flag::DIRSYNC | inode_flag::PROJINHERIT | inode_flag::CASEFOLD;
+/// The only flags devices, fifos, sockets and symlinks may carry (F2FS_OTHER_FLMASK).
+const OTHER_FILES_FLAGS: u32 = inode_flag::NODUMP | inode_flag::NOATIME;
+/// Flags a new inode takes over from its directory (F2FS_FL_INHERITED;
+/// the compression flags follow their own rules).
+const INHERITED_FLAGS: u32 = inode_flag::SYNC
+    | inode_flag::NODUMP
+    | inode_flag::NOATIME
+    | inode_flag::DIRSYNC
+    | inode_flag::PROJINHERIT
+    | inode_flag::CASEFOLD;
+
+/// `flags` as an inode of `kind` may carry them (the kernel's
+/// f2fs_mask_flags): what a new inode inherits, what chattr may set.
+pub fn mask_flags(flags: u32, kind: FileKind) -> u32 {
+    match kind {
+        FileKind::Directory => flags,
+        FileKind::Regular => flags & !DIRECTORY_ONLY_FLAGS,
+        _ => flags & OTHER_FILES_FLAGS,
+    }
+}
+
 /// Allocates and initialises an inode (in the node cache); returns its number.
 /// A directory gets hash level `dir_level` (the kernel's i_dir_level); the
 /// inode takes over what its type keeps of the flags of `parent`, and its
@@ -607,7 +598,7 @@ pub fn create_inode(ctx: &Ctx, spec: &NewInode, dir_level: u8, parent: &InodeInf
         quota.check_inode([spec.uid, spec.gid, projid])?;
     }
     let ino = ctx.new_node(None, None, 0, !dir)?;
-    let flags = crate::flags::inherited_flags(parent.flags, kind);
+    let flags = mask_flags(parent.flags & INHERITED_FLAGS, kind);
     let t = ctx.clock.now();
     ctx.nm.update_node(ino, NodeExpect::default(), |block| {
         let extra = if features & feature::EXTRA_ATTR != 0 {

@@ -48,14 +48,17 @@
 //! # }
 //! ```
 //!
-//! Inside, the engine is split the way the kernel's fs/f2fs is. Lower
-//! modules never use higher ones:
+//! Inside, the engine is split the way the kernel's fs/f2fs is. A module
+//! uses only the modules before it in this order, its layering (the
+//! `layering` test reads this list and checks every `crate::` path of the
+//! sources against it):
 //!
-//! `lock_order` < `stats` < `device` (with `sparse` and `image_lock`) < `superblock` < `checkpoint` < `segment`
-//! < `extent_cache` < `node` < `inode` < `ipu` < `flags` < `inline` < `data` < `compress`
-//! < `xattr` < `acl` < `perm` < `dir` < `gc`
-//! < `tunables` < `commit` < `recovery` < `report` < `fs` (the facade), with
-//! `mkfs` beside `fs` using only the device and the layout crate.
+//! `error` < `lock_order` < `stats` < `time` < `dentry_cache` < `read_ahead`
+//! < `write_behind` < `device` < `image_lock` < `sparse` < `superblock`
+//! < `checkpoint` < `segment` < `extent_cache` < `quota` < `node` < `inode`
+//! < `ipu` < `flags` < `inline` < `data` < `compress` < `xattr` < `acl`
+//! < `perm` < `dir` < `gc` < `tunables` < `commit` < `recovery` < `report`
+//! < `mkfs` < `fs` (the facade) < `fsck`
 
 // Every item of the public API is documented; `internals` is not (it is
 // off unless a dependent asks for it, as the docs check does not).
@@ -93,6 +96,7 @@ mod segment;
 mod sparse;
 mod stats;
 mod superblock;
+mod time;
 mod tunables;
 mod write_behind;
 mod xattr;
@@ -112,7 +116,8 @@ pub use compress::{CompressMode, CompressOptions};
 pub use data::{FallocMode, SeekTarget};
 pub use dir::DirEntryInfo;
 pub use fs::{AtimePolicy, RenameFlags, SetAttr, StatFs, TimeSet};
-pub use inode::{wall_time, FileKind, InodeInfo, Timestamp};
+pub use inode::{FileKind, InodeInfo};
+pub use time::{wall_time, Timestamp};
 pub use xattr::SetMode;
 
 // Errors.
@@ -230,3 +235,6 @@ pub mod internals {
         }
     }
 }
+
+#[cfg(test)]
+mod layering;

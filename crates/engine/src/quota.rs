@@ -396,5 +396,5 @@ fn store(file: &mut QuotaFile, id: u32, d: &Dquot) {
 }
 
 fn now() -> u64 {
-    crate::inode::wall_time().sec.max(0) as u64
+    crate::time::wall_time().sec.max(0) as u64
 }

@@ -4,7 +4,8 @@
 use super::locks::Mode;
 use super::Fs;
 use crate::error::Result;
-use crate::inode::{set_atime, InodeInfo, Timestamp};
+use crate::inode::{set_atime, InodeInfo};
+use crate::time::Timestamp;
 use f2fuse_layout::inode_flag;
 
 /// When reads update the access time.

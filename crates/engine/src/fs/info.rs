@@ -4,9 +4,10 @@
 use super::{Fs, FsCounter, StatFs};
 use crate::error::{Error, ErrorKind, Result};
 use crate::gc::GcStats;
-use crate::inode::{InodeClock, Timestamp};
+use crate::inode::InodeClock;
 use crate::report::{LogStatus, Status};
 use crate::segment::{AllocStats, SegmentManager};
+use crate::time::Timestamp;
 use crate::tunables::Tunables;
 use f2fuse_layout::*;
 use parking_lot::Mutex;

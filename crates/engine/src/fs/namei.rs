@@ -11,8 +11,9 @@ use crate::dir::{self, FoundEntry};
 use crate::error::{Error, ErrorKind, Result};
 use crate::flags::{deny_if_immutable, deny_if_locked};
 use crate::inline;
-use crate::inode::{create_inode, set_ctime, Ctx, FileKind, InodeInfo, NewInode, Timestamp};
+use crate::inode::{create_inode, set_ctime, Ctx, FileKind, InodeInfo, NewInode};
 use crate::perm::{self, Access, Credentials};
+use crate::time::Timestamp;
 use crate::xattr::{self, SetMode};
 use f2fuse_layout::*;
 
