@@ -99,7 +99,8 @@ pub use scan::{escape_name, join_key, read_xattrs, scan_entry, scan_host_tree, H
 pub use scratch::{Scratch, KEEP_SCRATCH_ENV};
 pub use tools::{
     build_image_from_tree, codecs_script, dump_f2fs_block, dump_f2fs_inode, find_tool, fsck_f2fs,
-    fsck_f2fs_tree, fuse_available, image_size_for_tree, is_mounted, mkfs_f2fs, require_f2fs_tools,
-    require_python_codecs, require_tool, sload_f2fs, SloadOutcome, SYSTEM_PYTHON,
+    fsck_f2fs_tree, fuse_available, holders, image_size_for_tree, is_mounted, mkfs_f2fs,
+    require_f2fs_tools, require_python_codecs, require_tool, sload_f2fs, wait_released,
+    SloadOutcome, SYSTEM_PYTHON,
 };
 pub use tree::{generate_edge_tree, huge_sparse_extents, mtime_for, paths, TreeInfo, TreeOptions};

@@ -5,6 +5,7 @@ use std::io::Write as _;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
 
 use super::scratch::Scratch;
 use super::tree::{generate_edge_tree, TreeOptions};
@@ -86,6 +87,42 @@ pub fn is_mounted(dir: &Path) -> bool {
         .unwrap()
         .lines()
         .any(|l| l.split(' ').nth(4) == Some(dir))
+}
+
+/// Processes with `img` open (like `fuser IMG`).
+pub fn holders(img: &Path) -> Vec<u32> {
+    let img = img.canonicalize().unwrap();
+    let mut pids = Vec::new();
+    for proc_entry in fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = proc_entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(fds) = fs::read_dir(proc_entry.path().join("fd")) else {
+            continue;
+        };
+        if fds
+            .flatten()
+            .any(|fd| fs::read_link(fd.path()).is_ok_and(|t| t == img))
+        {
+            pids.push(pid);
+        }
+    }
+    pids
+}
+
+/// Waits (up to 60 s) until no process has `img` open: an unmount returns
+/// before the daemon has written its last checkpoint and closed the image.
+pub fn wait_released(img: &Path) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !holders(img).is_empty() {
+        assert!(
+            Instant::now() < deadline,
+            "{} still held by {:?} 60 s after unmount",
+            img.display(),
+            holders(img)
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
 
 /// True if FUSE mounts can be made here (for the mount tests); else a skip

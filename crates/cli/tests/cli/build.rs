@@ -4,6 +4,7 @@
 
 use f2fuse_testkit as support;
 
+use crate::common::{f2fuse, fails, ok};
 use f2fuse_engine::{Fs, OpenOptions};
 use std::collections::BTreeMap;
 use std::ffi::CString;
@@ -12,52 +13,6 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Instant;
 use support::*;
-
-struct Run {
-    code: Option<i32>,
-    stdout: String,
-    stderr: String,
-}
-
-fn f2fuse<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> Run {
-    let out = Command::new(env!("CARGO_BIN_EXE_f2fuse"))
-        .args(args)
-        .output()
-        .expect("run f2fuse");
-    Run {
-        code: out.status.code(),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
-}
-
-fn ok<S: AsRef<std::ffi::OsStr> + std::fmt::Debug>(args: &[S]) -> Run {
-    let run = f2fuse(args);
-    assert_eq!(
-        run.code,
-        Some(0),
-        "f2fuse {args:?} failed:\nstdout: {}\nstderr: {}",
-        run.stdout,
-        run.stderr
-    );
-    run
-}
-
-/// Exit status 1 and exactly one stderr line "f2fuse: ..." containing `want`.
-fn fails<S: AsRef<std::ffi::OsStr> + std::fmt::Debug>(args: &[S], want: &str) -> String {
-    let run = f2fuse(args);
-    let lines: Vec<&str> = run.stderr.lines().collect();
-    assert!(
-        run.code == Some(1)
-            && lines.len() == 1
-            && lines[0].starts_with("f2fuse: ")
-            && lines[0].contains(want),
-        "f2fuse {args:?}: expected exit 1 and one line with {want:?}, got {:?}:\n{}",
-        run.code,
-        run.stderr
-    );
-    lines[0].to_string()
-}
 
 fn assert_fsck(img: &Path, when: &str) {
     if let Err(report) = fsck_f2fs(img) {
@@ -593,12 +548,6 @@ fn build_errors() {
 }
 
 /// Arguments from strings and paths alike.
-macro_rules! args {
-    ($($a:expr),* $(,)?) => {
-        [$(std::ffi::OsStr::new(&$a).to_os_string()),*]
-    };
-}
-
 fn selinux_label(fs: &Fs, path: &str) -> Option<String> {
     let inode = fs.resolve(path).unwrap();
     fs.get_xattr(&inode, b"security.selinux")

@@ -20,15 +20,15 @@
 
 use f2fuse_testkit as support;
 
+use crate::common::ok_output as f2fuse;
 use f2fuse_engine::{FallocMode, SeekTarget};
 use std::alloc::{alloc_zeroed, dealloc, Layout};
 use std::collections::VecDeque;
-use std::ffi::OsStr;
 use std::fs::{self, File, OpenOptions};
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 use support::*;
 
@@ -38,31 +38,6 @@ const MAX_LEN: u64 = 192 * 1024;
 /// Largest single read/write/copy.
 const MAX_OP: u64 = 40 * 1024;
 const PAGE: u64 = 4096;
-
-fn f2fuse(args: &[&OsStr]) {
-    let out = Command::new(env!("CARGO_BIN_EXE_f2fuse"))
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .expect("run f2fuse");
-    assert!(
-        out.status.success(),
-        "f2fuse {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-/// Whether some process has `img` open (like `fuser IMG`).
-fn held(img: &Path) -> bool {
-    let img = img.canonicalize().unwrap();
-    fs::read_dir("/proc").unwrap().flatten().any(|p| {
-        p.file_name().to_string_lossy().parse::<u32>().is_ok()
-            && fs::read_dir(p.path().join("fd")).is_ok_and(|fds| {
-                fds.flatten()
-                    .any(|fd| fs::read_link(fd.path()).is_ok_and(|t| t == img))
-            })
-    })
-}
 
 struct Mount {
     img: PathBuf,
@@ -116,11 +91,7 @@ impl Mount {
             std::thread::sleep(Duration::from_millis(50));
         }
         self.mounted = false;
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while held(&self.img) {
-            assert!(Instant::now() < deadline, "image still held after unmount");
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        wait_released(&self.img);
     }
 }
 

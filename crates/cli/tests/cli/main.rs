@@ -10,6 +10,9 @@
 //! directory, signal handlers, umask): the processes it starts get their
 //! own. The shared helpers are the `f2fuse-testkit` crate.
 
+#[macro_use]
+mod common;
+
 mod build;
 mod corrupt_images;
 mod fsx_mount;

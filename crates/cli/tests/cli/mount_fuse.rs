@@ -8,6 +8,7 @@
 
 use f2fuse_testkit as support;
 
+use crate::common::f2fuse_output as f2fuse;
 use f2fuse_engine::acl::AclKind;
 use f2fuse_engine::{FileKind, Fs, OpenOptions};
 use f2fuse_layout::{inode_flag, F2FS_ROOT_INO};
@@ -24,14 +25,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use support::*;
 
-fn f2fuse(args: &[&OsStr]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_f2fuse"))
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .expect("run f2fuse")
-}
-
 fn f2fuse_mkfs(img: &Path, size: &str) {
     let out = f2fuse(&[
         "mkfs".as_ref(),
@@ -41,42 +34,6 @@ fn f2fuse_mkfs(img: &Path, size: &str) {
         "-q".as_ref(),
     ]);
     assert!(out.status.success(), "mkfs: {out:?}");
-}
-
-/// Processes with `img` open (like `fuser IMG`).
-fn holders(img: &Path) -> Vec<u32> {
-    let img = img.canonicalize().unwrap();
-    let mut pids = Vec::new();
-    for proc_entry in fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = proc_entry.file_name().to_string_lossy().parse::<u32>() else {
-            continue;
-        };
-        let Ok(fds) = fs::read_dir(proc_entry.path().join("fd")) else {
-            continue;
-        };
-        if fds
-            .flatten()
-            .any(|fd| fs::read_link(fd.path()).is_ok_and(|t| t == img))
-        {
-            pids.push(pid);
-        }
-    }
-    pids
-}
-
-/// Rule 1 of external-tests.md: unmount returns before the daemon has
-/// written its last checkpoint and closed the image; wait for that.
-fn wait_released(img: &Path) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !holders(img).is_empty() {
-        assert!(
-            Instant::now() < deadline,
-            "{} still held by {:?} 60 s after unmount",
-            img.display(),
-            holders(img)
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }
 
 /// A mounted image; unmounted (lazily) on drop if the test did not.

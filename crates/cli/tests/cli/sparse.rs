@@ -5,49 +5,13 @@
 
 use f2fuse_testkit as support;
 
+use crate::common::{fails, ok_output as ok};
 use std::ffi::OsStr;
 use std::fs;
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Command;
 use std::time::{Duration, Instant};
 use support::*;
-
-fn f2fuse<S: AsRef<OsStr>>(args: &[S]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_f2fuse"))
-        .args(args)
-        .output()
-        .expect("run f2fuse")
-}
-
-fn ok<S: AsRef<OsStr> + std::fmt::Debug>(args: &[S]) -> Output {
-    let out = f2fuse(args);
-    assert!(
-        out.status.success(),
-        "f2fuse {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
-}
-
-/// Exit 1 and one stderr line "f2fuse: ..." containing `want`.
-fn fails<S: AsRef<OsStr> + std::fmt::Debug>(args: &[S], want: &str) {
-    let out = f2fuse(args);
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        out.status.code() == Some(1)
-            && err.lines().count() == 1
-            && err.starts_with("f2fuse: ")
-            && err.contains(want),
-        "f2fuse {args:?}: expected one error line with {want:?}, got {:?}: {err}",
-        out.status
-    );
-}
-
-macro_rules! args {
-    ($($a:expr),* $(,)?) => {
-        [$(OsStr::new(&$a).to_os_string()),*]
-    };
-}
 
 fn tool(name: &str, args: &[&OsStr]) {
     let out = Command::new(find_tool(name).unwrap())

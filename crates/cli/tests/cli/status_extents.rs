@@ -4,6 +4,7 @@
 
 use f2fuse_testkit as support;
 
+use crate::common::{f2fuse, ok};
 use f2fuse_engine::{Fs, OpenOptions};
 use std::io::Write as _;
 use std::os::unix::fs::FileExt;
@@ -11,28 +12,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use support::*;
 
-struct Out {
-    code: Option<i32>,
-    stdout: String,
-    stderr: String,
-}
-
-fn f2fuse(args: &[&str]) -> Out {
-    let out = Command::new(env!("CARGO_BIN_EXE_f2fuse"))
-        .args(args)
-        .output()
-        .expect("run f2fuse");
-    Out {
-        code: out.status.code(),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
-}
-
 fn f2fuse_ok(args: &[&str]) -> String {
-    let out = f2fuse(args);
-    assert_eq!(out.code, Some(0), "f2fuse {args:?}:\n{}", out.stderr);
-    out.stdout
+    ok(args).stdout
 }
 
 /// Evaluates the Python expression `expr` over `d`, the parsed `json`, and

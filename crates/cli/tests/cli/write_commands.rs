@@ -5,6 +5,7 @@
 
 use f2fuse_testkit as support;
 
+use crate::common::{f2fuse as run, ok as run_ok};
 use f2fuse_engine::{FileKind, Fs, InodeInfo, OpenOptions};
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
@@ -39,27 +40,6 @@ fn image(tag: &str) -> Option<Img> {
         dir,
         path,
     })
-}
-
-struct Run {
-    code: Option<i32>,
-    stderr: String,
-}
-
-fn run(args: &[&OsStr]) -> Run {
-    let out = Command::new(env!("CARGO_BIN_EXE_f2fuse"))
-        .args(args)
-        .output()
-        .expect("run f2fuse");
-    Run {
-        code: out.status.code(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
-}
-
-fn run_ok(args: &[&OsStr]) {
-    let r = run(args);
-    assert_eq!(r.code, Some(0), "f2fuse {args:?} failed:\n{}", r.stderr);
 }
 
 impl Img {

@@ -351,11 +351,7 @@ pub fn find_dentry(fs: &Fs, dir_path: &str, name: &[u8]) -> DentryLocation {
 }
 
 /// What a CLI run produced.
-pub struct CliRun {
-    pub code: Option<i32>,
-    pub stdout: String,
-    pub stderr: String,
-}
+pub use crate::common::Run as CliRun;
 
 /// Runs a child process with a time limit, killing it on timeout.
 fn run_limited(mut cmd: Command, stdin: &[u8]) -> CliRun {
