@@ -78,6 +78,7 @@
 //! (`full_tree_loads_and_fsck_is_clean`, ignored by default).
 #![warn(missing_docs)]
 
+pub mod acl;
 pub mod compare;
 pub mod engine_scan;
 pub mod file_model;
@@ -89,6 +90,7 @@ pub mod scratch;
 pub mod tools;
 pub mod tree;
 
+pub use acl::{acl, acl_entry};
 pub use compare::{compare_trees, show_bytes, CompareWhat};
 pub use engine_scan::{engine_content_hash, open_read_only, open_writable, scan_image};
 pub use file_model::{Block, FileModel};

@@ -5,36 +5,19 @@
 use std::collections::BTreeMap;
 use std::fs;
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 use super::hash::content_hash_of_file;
 use super::scan::{join_key, HostEntry, Kind};
 use super::scratch::Scratch;
-use super::tools::find_tool;
+use super::tools::{run, tool};
 
 /// Root inode number of mkfs.f2fs images.
 pub const ROOT_INO: u32 = 3;
 
-fn tool(name: &str) -> std::path::PathBuf {
-    find_tool(name).unwrap_or_else(|| panic!("{name} not found; install f2fs-tools"))
-}
-
-fn run_bytes(mut cmd: Command, stdin: &[u8]) -> Vec<u8> {
-    use std::io::Write as _;
-    let shown = format!("{cmd:?}");
-    let mut child = cmd
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap_or_else(|e| panic!("cannot run {shown}: {e}"));
-    if let Some(mut si) = child.stdin.take() {
-        let _ = si.write_all(stdin);
-    }
-    child
-        .wait_with_output()
-        .unwrap_or_else(|e| panic!("waiting for {shown}: {e}"))
-        .stdout
+/// `cmd`'s stdout, with `stdin` fed in.
+fn run_bytes(cmd: Command, stdin: &[u8]) -> Vec<u8> {
+    run(cmd, stdin).stdout
 }
 
 fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {

@@ -141,14 +141,15 @@ pub fn fuse_available() -> bool {
     ok
 }
 
-fn tool(name: &str) -> PathBuf {
+/// The path of f2fs-tools' `name`; panics when it is not installed.
+pub(crate) fn tool(name: &str) -> PathBuf {
     find_tool(name).unwrap_or_else(|| {
         panic!("{name} not found; install f2fs-tools (call require_tool first to skip)")
     })
 }
 
 /// Runs `cmd` with `stdin` fed in, collecting stdout and stderr.
-fn run(mut cmd: Command, stdin: &[u8]) -> Output {
+pub(crate) fn run(mut cmd: Command, stdin: &[u8]) -> Output {
     let shown = format!("{cmd:?}");
     let mut child = cmd
         .stdin(Stdio::piped())

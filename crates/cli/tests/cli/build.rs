@@ -4,7 +4,7 @@
 
 use f2fuse_testkit as support;
 
-use crate::common::{f2fuse, fails, ok};
+use crate::common::{acl_with_user_1000, f2fuse, fails, ok};
 use f2fuse_engine::{Fs, OpenOptions};
 use std::collections::BTreeMap;
 use std::ffi::CString;
@@ -254,23 +254,7 @@ fn build_with_features_merge_and_self() {
     std::fs::write(src.join("keep"), vec![7u8; 10_000]).unwrap();
     // A POSIX ACL (not expressible by the mode: a named user entry), if the
     // host supports them: not copied, with a warning.
-    let entry = |tag: u16, perm: u16, id: u32| {
-        [
-            &tag.to_le_bytes()[..],
-            &perm.to_le_bytes(),
-            &id.to_le_bytes(),
-        ]
-        .concat()
-    };
-    let acl = [
-        &2u32.to_le_bytes()[..],
-        &entry(0x01, 6, u32::MAX),
-        &entry(0x02, 4, 1000),
-        &entry(0x04, 4, u32::MAX),
-        &entry(0x10, 4, u32::MAX),
-        &entry(0x20, 0, u32::MAX),
-    ]
-    .concat();
+    let acl = acl_with_user_1000();
     let keep = std::ffi::CString::new(src.join("keep").as_os_str().as_bytes()).unwrap();
     // SAFETY: valid C strings and value buffer.
     let has_acl = unsafe {

@@ -1,5 +1,7 @@
-//! Running the `f2fuse` binary under test, shared by the CLI test modules.
+//! What the CLI test modules share: running the `f2fuse` binary under test
+//! and checking how it ended, and a POSIX ACL in its user-space format.
 
+use f2fuse_testkit::acl;
 use std::ffi::OsStr;
 use std::fmt::Debug;
 use std::process::{Command, Output, Stdio};
@@ -81,4 +83,17 @@ pub fn fails<S: AsRef<OsStr> + Debug>(args: &[S], want: &str) -> String {
         run.stderr
     );
     lines[0].to_string()
+}
+
+/// `user::rw- user:1000:r-- group::r-- mask::r-- other::---` as the value
+/// of `system.posix_acl_access` in user space: an ACL the mode cannot
+/// express.
+pub fn acl_with_user_1000() -> Vec<u8> {
+    acl(&[
+        (0x01, 6, u32::MAX),
+        (0x02, 4, 1000),
+        (0x04, 4, u32::MAX),
+        (0x10, 4, u32::MAX),
+        (0x20, 0, u32::MAX),
+    ])
 }

@@ -5,7 +5,7 @@
 
 use f2fuse_testkit as support;
 
-use crate::common::{f2fuse as run, ok as run_ok};
+use crate::common::{acl_with_user_1000, f2fuse as run, ok as run_ok};
 use f2fuse_engine::{FileKind, Fs, InodeInfo, OpenOptions};
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
@@ -716,28 +716,11 @@ fn engine_bug_posix_acl_format() {
     let scratch = Scratch::new("cli-acl");
     let img = scratch.join("img");
     format_path(&img, Some(64 << 20), &MkfsOptions::default()).unwrap();
-    // user::rw- user:1000:r-- group::r-- mask::r-- other::---
-    let entry = |tag: u16, perm: u16, id: u32| {
-        [
-            &tag.to_le_bytes()[..],
-            &perm.to_le_bytes(),
-            &id.to_le_bytes(),
-        ]
-        .concat()
-    };
-    let vfs = [
-        &2u32.to_le_bytes()[..],
-        &entry(0x01, 6, u32::MAX),
-        &entry(0x02, 4, 1000),
-        &entry(0x04, 4, u32::MAX),
-        &entry(0x10, 4, u32::MAX),
-        &entry(0x20, 0, u32::MAX),
-    ]
-    .concat();
+    let vfs = acl_with_user_1000();
     let on_disk = [
         &1u32.to_le_bytes()[..],
         &[0x01, 0, 6, 0],
-        &entry(0x02, 4, 1000),
+        &acl_entry(0x02, 4, 1000),
         &[0x04, 0, 4, 0],
         &[0x10, 0, 4, 0],
         &[0x20, 0, 0, 0],

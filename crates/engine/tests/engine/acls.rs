@@ -28,17 +28,6 @@ fn fresh(scratch: &Scratch, features: &str) -> PathBuf {
     img
 }
 
-/// The user-space xattr form of an ACL: (tag, permissions, id) entries.
-fn acl(entries: &[(u16, u16, u32)]) -> Vec<u8> {
-    let mut out = 2u32.to_le_bytes().to_vec();
-    for &(tag, perm, id) in entries {
-        out.extend_from_slice(&tag.to_le_bytes());
-        out.extend_from_slice(&perm.to_le_bytes());
-        out.extend_from_slice(&id.to_le_bytes());
-    }
-    out
-}
-
 /// user::rw-, user:1000:rwx, group::r--, group:50:r-x, mask::r-x, other::---
 fn named_acl() -> Vec<u8> {
     acl(&[

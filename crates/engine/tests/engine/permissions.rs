@@ -13,7 +13,7 @@ use f2fuse_engine::{Access, Credentials, Fs, OpenOptions, Timestamp};
 use f2fuse_layout::inode_flag::{APPEND, IMMUTABLE};
 use f2fuse_layout::xattr::{ACL_GROUP, ACL_GROUP_OBJ, ACL_MASK, ACL_OTHER, ACL_USER, ACL_USER_OBJ};
 use f2fuse_layout::F2FS_ROOT_INO as ROOT;
-use support::{fsck_f2fs, tools::our_fsck, Scratch};
+use support::{acl, fsck_f2fs, tools::our_fsck, Scratch};
 
 const OWNER: u32 = 1000;
 const GROUP: u32 = 100;
@@ -54,16 +54,6 @@ fn with_fs(tag: &str, test: impl FnOnce(&Fs)) {
     fs.unmount().unwrap();
     fsck_f2fs(&img).unwrap();
     our_fsck(&img).unwrap();
-}
-
-fn acl(entries: &[(u16, u16, u32)]) -> Vec<u8> {
-    let mut out = 2u32.to_le_bytes().to_vec();
-    for &(tag, perm, id) in entries {
-        out.extend_from_slice(&tag.to_le_bytes());
-        out.extend_from_slice(&perm.to_le_bytes());
-        out.extend_from_slice(&id.to_le_bytes());
-    }
-    out
 }
 
 #[test]
