@@ -22,7 +22,12 @@
 //!   [`sload_f2fs`], [`fsck_f2fs`], [`build_image_from_tree`],
 //!   [`image_size_for_tree`], plus [`scan_image_with_f2fs_tools`]: an oracle
 //!   view of an image built only from `fsck.f2fs -t` and `dump.f2fs -i`
-//!   (no kernel, no code of ours; no xattrs; names with '\n' are skipped).
+//!   (no kernel, no code of ours; no xattrs; names with '\n' are skipped);
+//!   [`codecs_script`]: independent LZ4, zstd and LZO codecs.
+//! * Mounts: [`fuse_available`], [`is_mounted`], [`holders`] of an image
+//!   and [`wait_released`] (the daemon closes it after the unmount returns).
+//! * [`Rng`]: deterministic random numbers; [`acl()`]: a POSIX ACL in its
+//!   user-space xattr form.
 //!
 //! # What sload.f2fs 1.15 stores (tested, not assumed)
 //!

@@ -240,7 +240,7 @@ pub fn sload_f2fs(img: &Path, src: &Path) -> SloadOutcome {
 }
 
 /// `fsck.f2fs --dry-run img` with "n\n" on stdin (answers any prompt). Ok
-/// iff the exit code is 0 and no output line contains "[Fail]"/"[FAIL]";
+/// iff the exit code is 0 and no output line contains `[Fail]`/`[FAIL]`;
 /// the Err carries the exit status and the full output.
 pub fn fsck_f2fs(img: &Path) -> Result<(), String> {
     let mut cmd = Command::new(tool("fsck.f2fs"));
