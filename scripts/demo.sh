@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Quick start: build f2fuse, make an F2FS image from a folder, mount it with
-# FUSE, use it, unmount, check it with fsck.f2fs and extract it again.
+# FUSE, use it, unmount, check it with fsck.f2fs (where f2fs-tools is not
+# installed, with `f2fuse fsck`) and extract it again. Exits non-zero if a
+# check finds a problem.
 # Usage: scripts/demo.sh [WORKDIR]   (default: a fresh temporary directory)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -9,8 +11,8 @@ mkdir -p "$work"
 export PATH="$PATH:/usr/sbin:/sbin"
 
 echo "== building (release)"
-cargo build --release --quiet
-f2fuse="$PWD/target/release/f2fuse"
+cargo build --release --quiet -p f2fuse
+f2fuse="${CARGO_TARGET_DIR:-$PWD/target}/release/f2fuse"
 
 echo "== f2fuse build crates/ $work/demo.img -O extra_attr,inode_checksum,lost_found"
 "$f2fuse" build --quiet "$PWD/crates" "$work/demo.img" -O extra_attr,inode_checksum,lost_found
@@ -37,7 +39,17 @@ fi
 
 if command -v fsck.f2fs >/dev/null 2>&1; then
     echo "== fsck.f2fs --dry-run"
-    echo n | fsck.f2fs --dry-run "$work/demo.img" | grep -E '^\[FSCK\]' || true
+    fsck_ok=1
+    echo n | fsck.f2fs --dry-run "$work/demo.img" >"$work/fsck.log" 2>&1 || fsck_ok=0
+    grep -E '^\[FSCK\]' "$work/fsck.log" || true
+    if [ "$fsck_ok" -eq 0 ] || grep -q '\[Fail\]' "$work/fsck.log"; then
+        echo "fsck.f2fs finds the image damaged (log: $work/fsck.log)" >&2
+        exit 1
+    fi
+else
+    # Our own checker, so the image is still checked (exit 4 on a problem).
+    echo "== f2fuse fsck (fsck.f2fs is not installed: apt-get install f2fs-tools)"
+    "$f2fuse" fsck "$work/demo.img"
 fi
 echo "== f2fuse extract, then compare with the source"
 "$f2fuse" extract --quiet "$work/demo.img" "$work/out"

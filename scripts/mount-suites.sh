@@ -40,7 +40,7 @@ cargo build --release -q -p f2fuse || {
     echo "mount-suites: build failed" >&2
     exit 2
 }
-f2fuse=$PWD/target/release/f2fuse
+f2fuse=${CARGO_TARGET_DIR:-$PWD/target}/release/f2fuse
 opts=allow_other,default_permissions
 
 work=$(mktemp -d /tmp/f2fuse-suites.XXXXXX)

@@ -30,7 +30,7 @@ done
 
 echo "== building f2fuse"
 cargo build --release -q -p f2fuse
-f2fuse=$PWD/target/release/f2fuse
+f2fuse=${CARGO_TARGET_DIR:-$PWD/target}/release/f2fuse
 
 work=$(mktemp -d /tmp/f2fuse-pjdfstest.XXXXXX)
 chmod 755 "$work"

@@ -8,6 +8,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$PATH:$HOME/.cargo/bin:/usr/sbin:/sbin"
+SECONDS=0
 
 echo "== cargo test --workspace --locked"
 cargo test --workspace --locked
@@ -20,9 +21,9 @@ if [ "$(id -u)" -ne 0 ] || [ ! -e /dev/fuse ]; then
     echo "test-all: not root or no /dev/fuse: mount suites skipped"
     exit 0
 fi
-echo "== scripts/mount-suites.sh"
+echo "== scripts/mount-suites.sh (at ${SECONDS} s)"
 scripts/mount-suites.sh
-echo "== scripts/demo.sh (the README's quick start)"
+echo "== scripts/demo.sh (the README's quick start) (at ${SECONDS} s)"
 demo_dir=$(mktemp -d /tmp/f2fuse-demo-ci.XXXXXX)
 scripts/demo.sh "$demo_dir" >"$demo_dir.log" 2>&1 || {
     tail -20 "$demo_dir.log" >&2
@@ -31,3 +32,4 @@ scripts/demo.sh "$demo_dir" >"$demo_dir.log" 2>&1 || {
 }
 rm -rf "$demo_dir" "$demo_dir.log"
 echo "quick start: ok"
+echo "test-all: passed in ${SECONDS} s"

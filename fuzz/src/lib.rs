@@ -1,6 +1,6 @@
 //! Fuzz harness for the f2fuse decoders: one entry point per decoder plus
 //! a whole-image one. The cargo-fuzz targets in `fuzz_targets/` call these,
-//! and the main workspace's `crates/cli/tests/corrupt_images.rs` includes
+//! and the main workspace's `crates/cli/tests/cli/corrupt_images.rs` includes
 //! this file as a module to run deterministic mutations of the same seeds
 //! on stable Rust. So this file depends only on the engine, the layout
 //! crate and zerocopy, and refers to nothing else in its crate.

@@ -21,8 +21,7 @@
 //! prepared the tests print a skip note, also under CI; when it can, any
 //! difference fails.
 
-#[path = "../../engine/tests/support/mod.rs"]
-mod support;
+use f2fuse_testkit as support;
 
 use f2fuse_engine::internals::checkpoint::load_checkpoint;
 use f2fuse_engine::internals::compress::CompressOptions;
