@@ -1,7 +1,7 @@
 //! The f2fuse engine: an F2FS implementation in user space, split the way
 //! the kernel's fs/f2fs is. Lower modules never use higher ones:
 //!
-//! `lock_order` < `stats` < `device` (with `sparse`) < `superblock` < `checkpoint` < `segment`
+//! `lock_order` < `invariant` < `stats` < `device` (with `sparse`) < `superblock` < `checkpoint` < `segment`
 //! < `extent_cache` < `node` < `inode` < `ipu` < `flags` < `inline` < `data` < `compress`
 //! < `xattr` < `acl` < `perm` < `dir` < `gc`
 //! < `tunables` < `commit` < `recovery` < `report` < `fs` (the facade), with
@@ -23,6 +23,7 @@ pub mod fsck;
 pub mod gc;
 pub mod inline;
 pub mod inode;
+pub mod invariant;
 pub mod ipu;
 pub mod lock_order;
 pub mod mkfs;

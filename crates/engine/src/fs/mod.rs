@@ -298,6 +298,7 @@ impl Fs {
     /// The writer of a writable file system no error has made read-only.
     fn healthy_writer(&self) -> Result<&Writer> {
         let w = self.writable()?;
+        self.dev.health().refuse_writes()?;
         if w.failed.load(Ordering::Relaxed) {
             return Err(Error::errno(
                 libc::EROFS,
