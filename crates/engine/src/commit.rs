@@ -205,21 +205,20 @@ pub fn write_checkpoint(
 }
 
 /// Debug builds, before a checkpoint records them: the segment manager's
-/// node count against the node segments' valid blocks, its block count
+/// node count against the node segments' valid blocks and its block count
 /// against the SIT (at least its valid blocks: a reservation without an
-/// address counts too), and every valid block of the segments changed
-/// since the last checkpoint against its summary (the NAT points a node
-/// block's nid at it; a data block's owner maps it); with `whole_nat`
-/// (at unmount: it reads every NAT entry), the node and inode counts
-/// against the NAT too. The free segment counts are recounted by the
-/// segment manager itself (`checked_free`). Release builds skip it. Every
-/// node must be written (none at `NEW_ADDR`).
+/// address counts too); with `full` (at unmount: it reads the whole NAT and
+/// every summary), its node and inode counts against the NAT, and every
+/// valid block against its summary (the NAT points a node block's nid at
+/// it; a data block's owner maps it). The free segment counts are
+/// recounted by the segment manager itself (`checked_free`). Release
+/// builds skip it. Every node must be written (none at `NEW_ADDR`).
 pub fn recount(
     dev: &Device,
     sm: &SegmentManager,
     nm: &NodeManager,
     features: u32,
-    whole_nat: bool,
+    full: bool,
 ) -> Result<()> {
     if !cfg!(debug_assertions) {
         return Ok(());
@@ -246,28 +245,29 @@ pub fn recount(
         "checkpoint counts {} valid blocks, fewer than the {sit_blocks} the SIT has",
         sm.valid_blocks()
     );
-    if whole_nat {
-        let (mut nodes, mut inodes) = (0u32, 0u32);
-        for (nid, blkaddr) in nm.used_nids()? {
-            if nm.is_main_blkaddr(blkaddr) {
-                nodes += 1;
-                inodes += (nm.nat_entry(nid)?.ino.get() == nid) as u32;
-            }
-        }
-        crate::ensure_invariant!(
-            health,
-            (sm.valid_nodes(), sm.valid_inodes()) == (nodes, inodes),
-            "checkpoint counts {} nodes and {} inodes, the NAT has {nodes} and {inodes}",
-            sm.valid_nodes(),
-            sm.valid_inodes()
-        );
+    if !full {
+        return Ok(());
     }
+    let (mut nodes, mut inodes) = (0u32, 0u32);
+    for (nid, blkaddr) in nm.used_nids()? {
+        if nm.is_main_blkaddr(blkaddr) {
+            nodes += 1;
+            inodes += (nm.nat_entry(nid)?.ino.get() == nid) as u32;
+        }
+    }
+    crate::ensure_invariant!(
+        health,
+        (sm.valid_nodes(), sm.valid_inodes()) == (nodes, inodes),
+        "checkpoint counts {} nodes and {} inodes, the NAT has {nodes} and {inodes}",
+        sm.valid_nodes(),
+        sm.valid_inodes()
+    );
     // Node blocks by the nid and NAT version summaries name, None for a
     // stale one (freed or reused since): a node owns up to a thousand
     // blocks, read once.
     let mut owners: HashMap<(u32, u8), Option<Block>> = HashMap::new();
-    for (segno, _) in sm.dirty_entries() {
-        let seg = sm.segment(segno);
+    for (segno, seg) in segs.iter().enumerate() {
+        let segno = segno as u32;
         if seg.valid == 0 {
             continue;
         }

@@ -977,6 +977,17 @@ impl SegmentManager {
         Ok(self.read_summaries(self.segno_of(blkaddr))?[off])
     }
 
+    /// The owner a log records for `blkaddr` if a log writes its segment
+    /// (no copy and no I/O: for checks on every write).
+    pub fn log_summary(&self, blkaddr: u32) -> Option<Summary> {
+        let segno = self.segno_of(blkaddr);
+        let off = ((blkaddr - self.main_blkaddr) % BLOCKS_PER_SEG) as usize;
+        self.cursegs
+            .iter()
+            .find(|c| c.segno == segno)
+            .map(|c| c.sums[off])
+    }
+
     pub fn is_valid(&self, blkaddr: u32) -> bool {
         let segno = self.segno_of(blkaddr);
         let off = ((blkaddr - self.main_blkaddr) % BLOCKS_PER_SEG) as usize;
