@@ -18,6 +18,7 @@ use f2fuse_layout::segment::{NatJournal, SummaryBlock};
 use f2fuse_layout::segment::{SUM_TYPE_DATA, SUM_TYPE_NODE};
 use f2fuse_layout::superblock::SuperBlock;
 use f2fuse_layout::*;
+use std::collections::hash_map::Entry;
 use std::collections::BTreeMap;
 use std::collections::HashMap;
 use zerocopy::{FromZeros, IntoBytes};
@@ -280,11 +281,11 @@ pub fn recount(
                 let nid = sum.nid.get();
                 nid < nm.max_nid() && nm.nat_entry(nid)?.block_addr.get() == blkaddr
             } else {
-                let key = (sum.nid.get(), sum.version);
-                if !owners.contains_key(&key) {
-                    owners.insert(key, summary_node(nm, sum)?);
-                }
-                match &owners[&key] {
+                let node = match owners.entry((sum.nid.get(), sum.version)) {
+                    Entry::Occupied(known) => known.into_mut(),
+                    Entry::Vacant(new) => new.insert(summary_node(nm, sum)?),
+                };
+                match node {
                     Some(node) => {
                         slot_in_node(node, features, sum)?.is_some_and(|slot| slot.addr == blkaddr)
                     }
