@@ -242,6 +242,9 @@ pub struct AllocStats {
 /// popcount of its map; the six current segments are distinct; an LFS log
 /// has no valid block at or after `next_blkoff`; no block valid in the last
 /// checkpoint is handed out before the next checkpoint commits.
+/// `allocate` checks the last one on every block, in every build (see
+/// `invariant`); `allocate` and `invalidate` keep each valid count within
+/// 0..=512.
 ///
 /// Every field is private: other modules read the state through `&`
 /// accessors (`segment`, `curseg`, `valid_blocks`, ...) and change it only
