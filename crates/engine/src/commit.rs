@@ -3,9 +3,12 @@
 //! segment and node managers this module drives.
 
 use crate::checkpoint::CheckpointState;
+use crate::device::Block;
 use crate::device::{Device, IoKind};
 use crate::error::{Error, ErrorKind, Result};
-use crate::segment::{SegmentManager, SitFlush};
+use crate::gc::{slot_in_node, summary_node};
+use crate::node::NodeManager;
+use crate::segment::{SegInfo, SegmentManager, SitFlush};
 use f2fuse_layout::checkpoint::{
     compacted_blocks_needed, encode_compacted_summaries, seal_checkpoint_block, DataSummaries, LFS,
     SSR,
@@ -15,7 +18,9 @@ use f2fuse_layout::segment::{NatJournal, SummaryBlock};
 use f2fuse_layout::segment::{SUM_TYPE_DATA, SUM_TYPE_NODE};
 use f2fuse_layout::superblock::SuperBlock;
 use f2fuse_layout::*;
+use std::collections::hash_map::Entry;
 use std::collections::BTreeMap;
+use std::collections::HashMap;
 use zerocopy::{FromZeros, IntoBytes};
 
 /// Everything a new checkpoint records besides the segment manager.
@@ -196,6 +201,106 @@ pub fn write_checkpoint(
     cur.sit_journal = req.sit.journal;
     for log in CursegType::ALL {
         cur.cur_summaries[log as usize] = Some(sm.curseg(log).sums.clone());
+    }
+    Ok(())
+}
+
+/// Debug builds, before a checkpoint records them: the segment manager's
+/// node count against the node segments' valid blocks and its block count
+/// against the SIT (at least its valid blocks: a reservation without an
+/// address counts too); with `full` (at unmount: it reads the whole NAT and
+/// every summary), its node and inode counts against the NAT, and every
+/// valid block against its summary (the NAT points a node block's nid at
+/// it; a data block's owner maps it). The free segment counts are
+/// recounted by the segment manager itself (`checked_free`). Release
+/// builds skip it. Every node must be written (none at `NEW_ADDR`).
+pub fn recount(
+    dev: &Device,
+    sm: &SegmentManager,
+    nm: &NodeManager,
+    features: u32,
+    full: bool,
+) -> Result<()> {
+    if !cfg!(debug_assertions) {
+        return Ok(());
+    }
+    let health = dev.health();
+    let is_node_seg =
+        |seg: &SegInfo| CursegType::from_u8(seg.seg_type).is_some_and(|t| t.is_node());
+    let segs = sm.segments();
+    let sit_nodes: u64 = segs
+        .iter()
+        .filter(|s| is_node_seg(s))
+        .map(|s| s.valid as u64)
+        .sum();
+    let sit_blocks: u64 = segs.iter().map(|s| s.valid as u64).sum();
+    crate::invariant::ensure_invariant!(
+        health,
+        sit_nodes == sm.valid_nodes() as u64,
+        "checkpoint counts {} nodes, the SIT {sit_nodes} node blocks",
+        sm.valid_nodes()
+    );
+    crate::invariant::ensure_invariant!(
+        health,
+        sm.valid_blocks() >= sit_blocks,
+        "checkpoint counts {} valid blocks, fewer than the {sit_blocks} the SIT has",
+        sm.valid_blocks()
+    );
+    if !full {
+        return Ok(());
+    }
+    let (mut nodes, mut inodes) = (0u32, 0u32);
+    for (nid, blkaddr) in nm.used_nids()? {
+        if nm.is_main_blkaddr(blkaddr) {
+            nodes += 1;
+            inodes += (nm.nat_entry(nid)?.ino.get() == nid) as u32;
+        }
+    }
+    crate::invariant::ensure_invariant!(
+        health,
+        (sm.valid_nodes(), sm.valid_inodes()) == (nodes, inodes),
+        "checkpoint counts {} nodes and {} inodes, the NAT has {nodes} and {inodes}",
+        sm.valid_nodes(),
+        sm.valid_inodes()
+    );
+    // Node blocks by the nid and NAT version summaries name, None for a
+    // stale one (freed or reused since): a node owns up to a thousand
+    // blocks, read once.
+    let mut owners: HashMap<(u32, u8), Option<Block>> = HashMap::new();
+    for (segno, seg) in segs.iter().enumerate() {
+        let segno = segno as u32;
+        if seg.valid == 0 {
+            continue;
+        }
+        let sums = sm.read_summaries(segno)?;
+        for off in (0..BLOCKS_PER_SEG as usize).filter(|&b| bitmap::test_bit_msb(&seg.valid_map, b))
+        {
+            let blkaddr = sm.blkaddr_of(segno, off as u32);
+            let sum = sums[off];
+            let owned = if is_node_seg(seg) {
+                let nid = sum.nid.get();
+                nid < nm.max_nid() && nm.nat_entry(nid)?.block_addr.get() == blkaddr
+            } else {
+                let node = match owners.entry((sum.nid.get(), sum.version)) {
+                    Entry::Occupied(known) => known.into_mut(),
+                    Entry::Vacant(new) => new.insert(summary_node(nm, sum)?),
+                };
+                match node {
+                    Some(node) => {
+                        slot_in_node(node, features, sum)?.is_some_and(|slot| slot.addr == blkaddr)
+                    }
+                    None => false,
+                }
+            };
+            crate::invariant::ensure_invariant!(
+                health,
+                owned,
+                "valid block {blkaddr:#x} (segment {segno} type {}): its summary (nid {}, offset {}) does not own it",
+                seg.seg_type,
+                sum.nid.get(),
+                sum.ofs_in_node.get()
+            );
+        }
     }
     Ok(())
 }

@@ -897,6 +897,21 @@ fn publish_placed(ctx: &Ctx, inode: &InodeInfo, placed: &[PlacedBlock]) -> Resul
     }
     let filled = {
         let mut space = ctx.space.lock();
+        // The summary a new block got when it was handed out names the slot
+        // now pointing at it (checked while its log still holds it).
+        for p in &moved {
+            let owner = space.log_summary(p.new);
+            crate::invariant::ensure_invariant!(
+                ctx.dev.health(),
+                owner.is_none_or(
+                    |s| (s.nid.get(), s.ofs_in_node.get()) == (p.slot.nid, p.slot.ofs_in_node)
+                ),
+                "block {:#x} given to slot {} of node {}, its summary names {owner:?}",
+                p.new,
+                p.slot.ofs_in_node,
+                p.slot.nid
+            );
+        }
         for p in moved
             .iter()
             .filter(|p| p.old != NULL_ADDR && p.old != NEW_ADDR)

@@ -12,6 +12,7 @@
 
 use crate::dentry_cache::{DentryBlock, DentryCache};
 use crate::error::{Error, Result};
+use crate::invariant::Health;
 use crate::read_ahead::ReadAhead;
 use crate::stats::ShardedCounters;
 use crate::write_behind::WriteBehind;
@@ -167,6 +168,8 @@ pub struct Device {
     inner: Box<dyn BlockDevice>,
     counters: ShardedCounters<{ 2 * KINDS + 1 }>,
     dentries: DentryCache,
+    /// Whether an invariant broke: then every write is refused.
+    health: Health,
 }
 
 impl Device {
@@ -175,7 +178,13 @@ impl Device {
             inner,
             counters: ShardedCounters::default(),
             dentries: DentryCache::default(),
+            health: Health::default(),
         }
+    }
+
+    /// The file system's record of broken invariants (see `invariant`).
+    pub fn health(&self) -> &Health {
+        &self.health
     }
 
     /// What this device has read, written and flushed since it was opened.
@@ -273,6 +282,7 @@ impl Device {
     }
 
     pub fn write_blocks(&self, kind: IoKind, blkaddr: u64, buf: &[u8]) -> Result<()> {
+        self.health.refuse_writes()?;
         debug_assert!(buf.len().is_multiple_of(F2FS_BLKSIZE));
         let offset = blkaddr * F2FS_BLKSIZE as u64;
         // File data the user wrote, not data the cleaner moves (GcData):

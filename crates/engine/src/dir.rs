@@ -394,6 +394,15 @@ pub fn add_link(ctx: &Ctx, dir_ino: u32, name: &[u8], ino: u32, ft: u8) -> Resul
                 continue;
             };
             DentrySetMut::new(&mut block, DentryGeometry::BLOCK).insert(slot, name, hash, ino, ft);
+            // Before the write: the entry is where it was put, its slots taken.
+            let set = DentrySet::new(&block, DentryGeometry::BLOCK);
+            let entry = set.dentry(slot);
+            crate::invariant::ensure_invariant!(
+                ctx.dev.health(),
+                (entry.ino.get(), entry.hash_code.get()) == (ino, hash)
+                    && (slot..slot + slots).all(|s| set.is_used(s)),
+                "directory {dir_ino} block {index}: entry for inode {ino} not at slot {slot}"
+            );
             write_blocks(ctx, &dir, index, &block, CursegType::HotData)?;
             let t = ctx.clock.now();
             return ctx.update_inode(dir_ino, |raw| {

@@ -11,10 +11,10 @@
 //! live iff its summary's parent node still has the NAT version recorded in
 //! the summary and still maps that file block to this address.
 
-use crate::device::IoKind;
+use crate::device::{Block, IoKind};
 use crate::error::Result;
 use crate::inode::Ctx;
-use crate::node::NodeExpect;
+use crate::node::{NodeExpect, NodeManager};
 use f2fuse_layout::node::{footer_of, inode_of, InodeLayout};
 use f2fuse_layout::segment::Summary;
 use f2fuse_layout::*;
@@ -168,6 +168,36 @@ pub fn clean_section(ctx: &Ctx, state: &mut GcState, first_segno: u32) -> Result
     Ok(())
 }
 
+/// After cleaning the section starting at `first_segno`: unless a pinned
+/// file stopped it, no block of its data segments is valid any more (every
+/// valid block was live and moved), nor, once the nodes it dirtied are
+/// written (`nodes_written`), of its node segments.
+pub fn check_cleaned(
+    ctx: &Ctx,
+    state: &GcState,
+    first_segno: u32,
+    nodes_written: bool,
+) -> Result<()> {
+    let sm = ctx.space.lock();
+    let per = sm.segs_per_sec();
+    if state.pinned_sections.contains(&(first_segno / per)) {
+        return Ok(());
+    }
+    for segno in first_segno..first_segno + per {
+        let seg = sm.segment(segno);
+        if !nodes_written && CursegType::from_u8(seg.seg_type).is_some_and(|t| t.is_node()) {
+            continue;
+        }
+        let valid = seg.valid;
+        crate::invariant::ensure_invariant!(
+            ctx.dev.health(),
+            valid == 0,
+            "segment {segno} still has {valid} valid blocks after cleaning"
+        );
+    }
+    Ok(())
+}
+
 /// How cleaning a segment ended.
 enum Moved {
     All,
@@ -214,34 +244,62 @@ fn move_node(ctx: &Ctx, state: &mut GcState, blkaddr: u32, sum: Summary) -> Resu
     Ok(())
 }
 
-fn move_data(ctx: &Ctx, state: &mut GcState, blkaddr: u32, sum: Summary) -> Result<Moved> {
+/// The address slot a data block's summary names: the owning inode, the
+/// slot's byte offset in node `sum.nid` and the address it holds now.
+pub struct SummarySlot {
+    pub ino: u32,
+    pub byte: usize,
+    pub addr: u32,
+}
+
+/// The node block a data block's summary names, or None when the summary
+/// is stale (the node freed, or its nid reused since: another NAT version).
+pub fn summary_node(nm: &NodeManager, sum: Summary) -> Result<Option<Block>> {
     let nid = sum.nid.get();
-    if nid >= ctx.nm.max_nid() {
-        return Ok(Moved::All);
+    if nid >= nm.max_nid() {
+        return Ok(None);
     }
-    let ne = ctx.nm.nat_entry(nid)?;
+    let ne = nm.nat_entry(nid)?;
     if ne.block_addr.get() == NULL_ADDR || ne.version != sum.version {
-        return Ok(Moved::All);
+        return Ok(None);
     }
-    let node = ctx.nm.read_node(nid, NodeExpect::default())?;
-    let footer = footer_of(&node);
+    nm.read_node(nid, NodeExpect::default()).map(Some)
+}
+
+/// The slot `sum` names in `node`, its [`summary_node`], or None when the
+/// offset is beyond the node's addresses. A data block is live iff the slot
+/// exists and holds the block's address.
+pub fn slot_in_node(node: &[u8], features: u32, sum: Summary) -> Result<Option<SummarySlot>> {
+    let footer = footer_of(node);
     let ino = footer.ino.get();
     let ofs = sum.ofs_in_node.get() as usize;
     // Inodes keep addresses after their extra attribute area.
     let byte = if footer.ofs() == 0 {
-        let layout = InodeLayout::of(inode_of(&node), ctx.check.features)?;
+        let layout = InodeLayout::of(inode_of(node), features)?;
         if ofs >= layout.addrs_per_inode() as usize {
-            return Ok(Moved::All);
+            return Ok(None);
         }
         node::I_ADDR_OFFSET + 4 * (layout.extra_words + ofs)
     } else {
         if ofs >= ADDRS_PER_BLOCK as usize {
-            return Ok(Moved::All);
+            return Ok(None);
         }
         4 * ofs
     };
-    let current = u32::from_le_bytes(node[byte..byte + 4].try_into().unwrap());
-    if current != blkaddr {
+    let addr = u32::from_le_bytes(node[byte..byte + 4].try_into().unwrap());
+    Ok(Some(SummarySlot { ino, byte, addr }))
+}
+
+fn move_data(ctx: &Ctx, state: &mut GcState, blkaddr: u32, sum: Summary) -> Result<Moved> {
+    let nid = sum.nid.get();
+    let Some(node) = summary_node(ctx.nm, sum)? else {
+        return Ok(Moved::All);
+    };
+    let Some(SummarySlot { ino, byte, addr }) = slot_in_node(&node, ctx.check.features, sum)?
+    else {
+        return Ok(Moved::All);
+    };
+    if addr != blkaddr {
         return Ok(Moved::All);
     }
     if ctx.inode(ino)?.has_inline(inline_flag::PIN_FILE) {
@@ -253,6 +311,13 @@ fn move_data(ctx: &Ctx, state: &mut GcState, blkaddr: u32, sum: Summary) -> Resu
     let data = ctx.dev.read_block(IoKind::GcData, blkaddr as u64)?;
     let new = {
         let mut sm = ctx.space.lock();
+        // Cleaning holds the operation lock exclusively: a block found
+        // valid in the victim stays valid until it is moved.
+        crate::invariant::ensure_invariant!(
+            ctx.dev.health(),
+            sm.is_valid(blkaddr),
+            "cleaning moves data block {blkaddr:#x} of inode {ino}, which is not valid"
+        );
         let new = sm.allocate(CursegType::ColdData, sum)?;
         sm.invalidate(blkaddr)?;
         new

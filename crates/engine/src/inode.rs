@@ -458,6 +458,14 @@ impl Ctx<'_> {
     /// The one way a node goes: NAT entry freed, its block invalidated and
     /// uncounted (an inode's too if `inode`). The caller unlinks it.
     pub fn free_node(&self, nid: u32, inode: bool) -> Result<()> {
+        // The inode count follows `inode`: it must say what the NAT says.
+        let owner = self.nm.nat_entry(nid)?.ino.get();
+        crate::invariant::ensure_invariant!(
+            self.dev.health(),
+            (owner == nid) == inode,
+            "freeing node {nid} (owner {owner}) as {}an inode",
+            if inode { "" } else { "not " }
+        );
         let old = self.nm.free_node(nid)?;
         let mut space = self.space.lock();
         if let Some(addr) = old {

@@ -53,7 +53,7 @@
 //! `layering` test reads this list and checks every `crate::` path of the
 //! sources against it):
 //!
-//! `error` < `lock_order` < `stats` < `time` < `dentry_cache` < `read_ahead`
+//! `error` < `lock_order` < `invariant` < `stats` < `time` < `dentry_cache` < `read_ahead`
 //! < `write_behind` < `device` < `image_lock` < `sparse` < `superblock`
 //! < `checkpoint` < `segment` < `extent_cache` < `quota` < `node` < `inode`
 //! < `ipu` < `flags` < `inline` < `data` < `compress` < `xattr` < `acl`
@@ -83,6 +83,7 @@ mod gc;
 mod image_lock;
 mod inline;
 mod inode;
+mod invariant;
 mod ipu;
 mod lock_order;
 mod mkfs;

@@ -425,7 +425,13 @@ impl NodeManager {
     /// Creates a zeroed node block for `nid`, owned by `ino`, at node offset `ofs`.
     pub fn new_node(&self, nid: u32, ino: u32, ofs: u32, cold: bool) -> Result<()> {
         let old = self.nat_entry(nid)?;
-        debug_assert_eq!(old.block_addr.get(), NULL_ADDR, "nid {nid} is in use");
+        // Nids come from `alloc_nid` (free in the NAT) or recovery (checked free).
+        crate::invariant::ensure_invariant!(
+            self.dev.health(),
+            old.block_addr.get() == NULL_ADDR,
+            "creating node {nid}, which is in use at blkaddr {:#x}",
+            old.block_addr.get()
+        );
         let mut block = crate::device::zero_block();
         {
             let footer = footer_of_mut(&mut block);
@@ -840,6 +846,17 @@ impl NodeManager {
         let count = nodes.len();
         for (i, mut node) in nodes.into_iter().enumerate() {
             let (nid, block) = (node.nid, &mut node.block);
+            // Before the write, the footer names the node and its owner as
+            // the NAT does (after a read, `read_node` checks the same).
+            let footer = footer_of(block);
+            let (footer_nid, footer_ino) = (footer.nid.get(), footer.ino.get());
+            let nat_ino = self.nat_entry(nid)?.ino.get();
+            crate::invariant::ensure_invariant!(
+                self.dev.health(),
+                footer_nid == nid && footer_ino == nat_ino && (footer.ofs() != 0 || nid == nat_ino),
+                "writing node {nid} (NAT owner {nat_ino}) with footer nid {footer_nid} ino {footer_ino} offset {}",
+                footer.ofs()
+            );
             let log = node_log(block);
             let addr = {
                 let mut sm = space.lock();

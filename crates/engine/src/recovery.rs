@@ -544,6 +544,15 @@ fn recover_addresses(
                 .lock()
                 .claim_data_block(dest, Summary::new(slot.nid, version, slot.ofs_in_node))?;
         }
+        // The slot found for the chain node's index is in the same file's
+        // node tree: replaying never writes into another inode's node.
+        let owner = ctx.nm.nat_entry(slot.nid)?.ino.get();
+        crate::invariant::ensure_invariant!(
+            ctx.dev.health(),
+            owner == ino,
+            "recovering inode {ino} block {index} into node {}, owned by inode {owner}",
+            slot.nid
+        );
         set_addr(ctx, &inode, &slot, dest)?;
         if dest != NULL_ADDR && !keep_size && size <= index * F2FS_BLKSIZE as u64 {
             size = (index + 1) * F2FS_BLKSIZE as u64;

@@ -243,6 +243,9 @@ pub struct AllocStats {
 /// popcount of its map; the six current segments are distinct; an LFS log
 /// has no valid block at or after `next_blkoff`; no block valid in the last
 /// checkpoint is handed out before the next checkpoint commits.
+/// `allocate` checks the last one on every block, in every build (see
+/// `invariant`); `allocate` and `invalidate` keep each valid count within
+/// 0..=512.
 ///
 /// Every field is private: other modules read the state through `&`
 /// accessors (`segment`, `curseg`, `valid_blocks`, ...) and change it only
@@ -737,6 +740,12 @@ impl SegmentManager {
 
     /// Moves `log` to free segment `new`; its old summary goes to the SSA.
     fn switch_log_to(&mut self, log: CursegType, new: u32) {
+        crate::invariant::check_invariant!(
+            self.dev.health(),
+            self.segs[new as usize].is_free() && !self.is_current(new),
+            "{} log moving to segment {new}, which is not free",
+            log.name()
+        );
         self.retire_curseg(log);
         let old = self.cursegs[log as usize].segno;
         self.tracking(&[old, new], |sm| sm.cursegs[log as usize].segno = new);
@@ -793,7 +802,19 @@ impl SegmentManager {
             cs.sums[off] = owner;
             cs.next_blkoff = off as u16 + 1;
             let seg = &self.segs[segno as usize];
-            debug_assert!(seg.slot_free(off) || !ssr && !bitmap::test_bit_msb(&seg.valid_map, off));
+            // A block handed out is free in the SIT (SSR: in the last
+            // checkpoint too), in a segment of this log, counted in no free
+            // count (`is_current` keeps the log's segment out of them).
+            crate::invariant::ensure_invariant!(
+                self.dev.health(),
+                (seg.slot_free(off) || !ssr && !bitmap::test_bit_msb(&seg.valid_map, off))
+                    && seg.seg_type == log as u8
+                    && (seg.valid as u32) < BLOCKS_PER_SEG,
+                "{} log handing out block {off} of segment {segno} (type {}, {} valid): not free",
+                log.name(),
+                seg.seg_type,
+                seg.valid
+            );
             self.tracking(&[segno], |sm| sm.segs[segno as usize].mark_valid(off, now));
             self.dirty_sit.insert(segno);
             if ssr {
@@ -935,12 +956,16 @@ impl SegmentManager {
             .at(format!("blkaddr {blkaddr:#x}"))
             .into());
         }
+        // The bit was set and `valid` is the popcount of the map (checked
+        // at load by SitEntry::validate, kept by every change).
+        crate::invariant::ensure_invariant!(
+            self.dev.health(),
+            self.segs[segno as usize].valid > 0,
+            "segment {segno}: block {off} valid in the map, but no valid block counted"
+        );
         self.tracking(&[segno], |sm| {
             let seg = &mut sm.segs[segno as usize];
             bitmap::set_bit_msb(&mut seg.valid_map, off, false);
-            // The bit was set and `valid` is the popcount of the map
-            // (checked at load by SitEntry::validate, kept by every change).
-            debug_assert!(seg.valid > 0);
             seg.valid = seg.valid.saturating_sub(1);
         });
         self.dirty_sit.insert(segno);
@@ -954,6 +979,17 @@ impl SegmentManager {
     pub fn owner_of(&self, blkaddr: u32) -> Result<Summary> {
         let off = ((blkaddr - self.main_blkaddr) % BLOCKS_PER_SEG) as usize;
         Ok(self.read_summaries(self.segno_of(blkaddr))?[off])
+    }
+
+    /// The owner a log records for `blkaddr` if a log writes its segment
+    /// (no copy and no I/O: for checks on every write).
+    pub fn log_summary(&self, blkaddr: u32) -> Option<Summary> {
+        let segno = self.segno_of(blkaddr);
+        let off = ((blkaddr - self.main_blkaddr) % BLOCKS_PER_SEG) as usize;
+        self.cursegs
+            .iter()
+            .find(|c| c.segno == segno)
+            .map(|c| c.sums[off])
     }
 
     pub fn is_valid(&self, blkaddr: u32) -> bool {

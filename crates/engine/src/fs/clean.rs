@@ -74,6 +74,7 @@ impl Fs {
             };
             gc::clean_section(&ctx, &mut gc_state, victim)?;
             self.flush_nodes_locked()?;
+            gc::check_cleaned(&ctx, &gc_state, victim, true)?;
         }
         drop(gc_state);
         self.checkpoint_locked(false)
@@ -152,6 +153,7 @@ impl Fs {
                 gc_state.stats.background_runs += 1;
             }
             gc::clean_section(&ctx, &mut gc_state, victim)?;
+            gc::check_cleaned(&ctx, &gc_state, victim, false)?;
             drop(gc_state);
             self.checkpoint_locked(false)?;
             Ok(true)

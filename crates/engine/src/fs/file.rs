@@ -48,7 +48,7 @@ pub struct SetAttr {
     /// (a write, truncate or fallocate by someone without CAP_FSETID, or
     /// any chown): clear set-user-ID, set-group-ID if group-executable or
     /// the changer is outside the file's group
-    /// ([`without_privileges`](crate::perm::without_privileges)), and the
+    /// (`perm::without_privileges`), and the
     /// `security.capability` xattr. Directories are left alone.
     pub kill_privileges: bool,
     /// The change comes through a file opened for writing (ftruncate, or a

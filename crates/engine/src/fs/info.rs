@@ -65,6 +65,12 @@ impl Fs {
         }
     }
 
+    /// The invariant whose breaking made the file system read-only, if one
+    /// broke (release builds; debug builds panic): the image needs fsck.f2fs.
+    pub fn needs_fsck(&self) -> Option<String> {
+        self.dev.health().needs_fsck().map(str::to_owned)
+    }
+
     /// statfs(2) figures for the whole file system.
     pub fn statfs(&self) -> StatFs {
         let (user, valid, used_nodes) = match &self.writer {

@@ -285,6 +285,7 @@ impl Fs {
     /// The writer of a writable file system no error has made read-only.
     fn healthy_writer(&self) -> Result<&Writer> {
         let w = self.writable()?;
+        self.dev.health().refuse_writes()?;
         if w.failed.load(Ordering::Relaxed) {
             return Err(Error::new(
                 ErrorKind::ReadOnly,
@@ -364,5 +365,55 @@ impl Fs {
             return Err(stale());
         }
         ctx.inode(ino)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::device::MemDevice;
+    use crate::invariant::OnBroken;
+    use crate::mkfs::{format, MkfsOptions};
+
+    /// A broken invariant in release builds: the operation fails, nothing
+    /// more reaches the device, writes get EROFS with the reason, reads go on.
+    #[test]
+    fn a_broken_invariant_makes_the_file_system_read_only() {
+        let mem = Arc::new(MemDevice::new(64 << 20));
+        format(
+            &Device::new(Box::new(mem.clone())),
+            &MkfsOptions::default(),
+            true,
+        )
+        .unwrap();
+        let fs = Fs::open_writable(Box::new(mem.clone())).unwrap();
+        let file = fs.create(F2FS_ROOT_INO, b"kept", 0o644, 0, 0).unwrap();
+        fs.write(file.ino, 0, b"before").unwrap();
+        fs.checkpoint().unwrap();
+        let image = mem.snapshot();
+
+        let broken = fs.mutate(|ctx| -> Result<()> {
+            Err(ctx
+                .dev
+                .health()
+                .broken(OnBroken::ReadOnly, format_args!("a count below zero")))
+        });
+        assert!(matches!(broken, Err(Error::Corrupt(_))), "{broken:?}");
+        assert_eq!(fs.needs_fsck().as_deref(), Some("a count below zero"));
+        for refused in [
+            fs.write(file.ino, 0, b"after").map(|_| ()),
+            fs.create(F2FS_ROOT_INO, b"new", 0o644, 0, 0).map(|_| ()),
+            fs.checkpoint(),
+        ] {
+            let err = refused.unwrap_err();
+            assert_eq!(err.to_errno(), libc::EROFS, "{err}");
+            assert!(err.to_string().contains("a count below zero"), "{err}");
+        }
+        let mut buf = [0u8; 6];
+        let inode = fs.resolve("/kept").unwrap();
+        assert_eq!(fs.read(&inode, 0, &mut buf).unwrap(), 6);
+        assert_eq!(&buf, b"before");
+        assert!(fs.unmount().is_err());
+        assert!(mem.snapshot() == image, "nothing written after the break");
     }
 }

@@ -190,6 +190,7 @@ impl Fs {
         space.advance_full_logs()?;
         space.write_pending_ssa(&self.dev)?;
         space.debug_check();
+        crate::commit::recount(&self.dev, &space, &self.nm, self.check.features, umount)?;
         let nat = self.nm.flush_nat()?;
         let sit = space.flush_sit(&self.dev, self.superblock(), &cp)?;
         let orphans: Vec<u32> = w.orphans.lock().iter().copied().collect();

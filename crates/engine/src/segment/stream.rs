@@ -267,6 +267,12 @@ impl SegmentManager {
     ) -> Result<u32> {
         match self.stream_slot(ino, index) {
             Some((i, segno, off)) => {
+                let seg = &self.segs[segno as usize];
+                crate::invariant::ensure_invariant!(
+                    self.dev.health(),
+                    seg.slot_free(off),
+                    "stream of inode {ino} handing out block {off} of segment {segno}: not free"
+                );
                 let now = self.elapsed_now();
                 let held = self.streams[i]
                     .placement
