@@ -5,10 +5,14 @@ use crate::device::{Block, Device, IoKind};
 use crate::error::{Error, ErrorKind, Result};
 use crate::extent_cache::CachedExtent;
 use crate::inline;
-use crate::inode::InodeInfo;
+use crate::inode::{blocks_less, set_ctime, set_mtime, Ctx, FileKind as Kind, InodeInfo};
 use crate::ipu::{self, IpuPolicy, WriteState};
 use crate::node::{NodeExpect, NodeManager};
-use f2fuse_layout::node::{block_path, node_slot, AddrCounts, BlockPath};
+use crate::segment::StreamRequest;
+use f2fuse_layout::node::{
+    block_path, max_file_blocks, node_slot, AddrCounts, BlockPath, I_ADDR_OFFSET,
+};
+use f2fuse_layout::segment::Summary;
 use f2fuse_layout::*;
 use std::ops::Range;
 
@@ -418,11 +422,6 @@ pub fn extents(nm: &NodeManager, inode: &InodeInfo) -> Result<Vec<(u64, u32, u64
         })
         .collect())
 }
-
-use crate::inode::{blocks_less, set_ctime, set_mtime, Ctx, FileKind as Kind};
-use crate::segment::StreamRequest;
-use f2fuse_layout::node::{max_file_blocks, I_ADDR_OFFSET};
-use f2fuse_layout::segment::Summary;
 
 /// Byte offset of `i_nid[0]` in an inode block.
 const I_NID_OFFSET: usize = 0xFD4;

@@ -1,16 +1,18 @@
 //! Directories: lookup through the multi-level hash table (or the inline
 //! dentry area) and listing every entry.
 
-use crate::data::BlockMapper;
+use crate::data::{addr_slot, get_addr, write_blocks, write_unpublished_blocks, BlockMapper};
 use crate::device::{Device, IoKind};
-use crate::error::Result;
+use crate::error::{Error, ErrorKind, Result};
 use crate::inline;
-use crate::inode::{FileKind, InodeInfo};
+use crate::inode::{set_ctime, set_mtime, Ctx, FileKind, InodeInfo};
 use crate::node::NodeManager;
+use f2fuse_layout::dentry::DentrySetMut;
 use f2fuse_layout::dentry::{
     bucket_blocks, dir_block_index, dir_buckets, DentryGeometry, DentryName, DentryRef, DentrySet,
 };
 use f2fuse_layout::fscrypt::{nokey_name, NokeyName};
+use f2fuse_layout::node::inode_of_mut;
 use f2fuse_layout::*;
 use std::collections::BTreeMap;
 
@@ -220,12 +222,6 @@ pub fn read_dir(dev: &Device, nm: &NodeManager, dir: &InodeInfo) -> Result<Vec<D
     }
     Ok(out)
 }
-
-use crate::data::{addr_slot, get_addr, write_blocks, write_unpublished_blocks};
-use crate::error::{Error, ErrorKind};
-use crate::inode::{set_ctime, set_mtime, Ctx};
-use f2fuse_layout::dentry::DentrySetMut;
-use f2fuse_layout::node::inode_of_mut;
 
 /// Where an entry lives: the inline area, or dentry block `index`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,9 +1,11 @@
 //! Inline data and inline dentries: small files and directories stored
 //! inside the inode block.
 
-use crate::inode::InodeInfo;
-use f2fuse_layout::dentry::{DentryGeometry, DentrySet};
-use f2fuse_layout::inline_flag;
+use crate::error::Result;
+use crate::inode::{Ctx, InodeInfo};
+use f2fuse_layout::dentry::{DentryGeometry, DentrySet, DentrySetMut};
+use f2fuse_layout::node::{inode_of_mut, InodeLayout};
+use f2fuse_layout::{file_type, inline_flag, F2FS_BLKSIZE};
 
 pub fn has_inline_data(inode: &InodeInfo) -> bool {
     inode.has_inline(inline_flag::INLINE_DATA)
@@ -28,12 +30,6 @@ pub fn inline_dentries(inode: &InodeInfo) -> DentrySet<'_> {
         DentryGeometry::inline(range.len()),
     )
 }
-
-use crate::error::Result;
-use crate::inode::Ctx;
-use f2fuse_layout::dentry::DentrySetMut;
-use f2fuse_layout::node::{inode_of_mut, InodeLayout};
-use f2fuse_layout::{file_type, F2FS_BLKSIZE};
 
 /// Runs `change` on the inline area (data or dentries) of inode `ino`.
 pub fn with_inline_area<R>(

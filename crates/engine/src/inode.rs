@@ -1,17 +1,23 @@
 //! Inodes: reading an inode block, checking it the way the kernel does
 //! before use, and decoding it into the attributes callers need.
 
-use crate::device::Block;
+use crate::device::{Block, Device};
 use crate::error::{Error, ErrorKind, Result};
 use crate::extent_cache::Snapshot;
 use crate::node::{NodeExpect, NodeManager};
+use crate::segment::SegmentManager;
 use crate::time::{wall_time, Timestamp};
 use f2fuse_layout::compress::InodeCompression;
 use f2fuse_layout::dentry::NameRule;
 use f2fuse_layout::node::{
     inode_of, max_file_blocks, verify_inode_checksum, AddrCounts, InodeLayout,
 };
+use f2fuse_layout::node::{
+    inode_of_mut, I_ADDR_OFFSET, I_CRTIME_NSEC_OFFSET, I_CRTIME_OFFSET, I_INLINE_XATTR_SIZE_OFFSET,
+    I_PROJID_OFFSET,
+};
 use f2fuse_layout::*;
+use parking_lot::Mutex;
 use std::sync::Arc;
 
 /// Kind of file, from the mode's type bits.
@@ -339,14 +345,6 @@ pub fn decode_inode(ino: u32, block: Block, check: &InodeCheck) -> Result<InodeI
         extent_snapshot: None,
     })
 }
-
-use crate::device::Device;
-use crate::segment::SegmentManager;
-use f2fuse_layout::node::{
-    inode_of_mut, I_ADDR_OFFSET, I_CRTIME_NSEC_OFFSET, I_CRTIME_OFFSET, I_INLINE_XATTR_SIZE_OFFSET,
-    I_PROJID_OFFSET,
-};
-use parking_lot::Mutex;
 
 /// What every mutating operation below the facade works with.
 pub struct Ctx<'a> {

@@ -21,14 +21,16 @@ use crate::device::{Block, Device, IoKind};
 use crate::error::{Error, ErrorKind, Result};
 use crate::extent_cache::ExtentCache;
 use crate::lock_order::{self, Level};
+use crate::quota::{Charge, Quota};
+use crate::segment::SegmentManager;
 use crate::stats::ShardedCounters;
-use f2fuse_layout::node::{footer_of, footer_of_mut};
-use f2fuse_layout::segment::{nat_block_addr, NatBlock, NatEntry};
+use f2fuse_layout::node::{footer_of, footer_of_mut, is_dnode_offset, update_inode_checksum};
+use f2fuse_layout::segment::{nat_block_addr, NatBlock, NatEntry, Summary};
 use f2fuse_layout::superblock::SuperBlock;
 use f2fuse_layout::*;
 use parking_lot::{Mutex, MutexGuard, RwLock};
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use zerocopy::FromBytes;
 
 /// Where a node read found its block.
@@ -790,12 +792,6 @@ pub struct NatFlush {
     pub bits: Vec<u8>,
     written: HashMap<u32, Arc<Vec<NatEntry>>>,
 }
-
-use crate::quota::{Charge, Quota};
-use crate::segment::SegmentManager;
-use f2fuse_layout::node::{is_dnode_offset, update_inode_checksum};
-use f2fuse_layout::segment::Summary;
-use std::sync::OnceLock;
 
 /// The node log a node goes to: direct nodes of directories hot, of files
 /// warm, indirect nodes cold (kernel rules).

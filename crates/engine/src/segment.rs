@@ -4,12 +4,16 @@
 use crate::checkpoint::CheckpointState;
 use crate::device::{Device, IoKind};
 use crate::error::{Error, ErrorKind, Result};
-use f2fuse_layout::segment::{sit_block_addr, SitBlock, SitEntry};
+use f2fuse_layout::segment::{
+    sit_block_addr, sit_block_addr as sit_addr, SitBlock, SitEntry, SitJournal, Summary,
+    SummaryBlock, SUM_TYPE_DATA, SUM_TYPE_NODE,
+};
 use f2fuse_layout::superblock::SuperBlock;
 use f2fuse_layout::*;
-use zerocopy::FromBytes;
+use zerocopy::{FromBytes, FromZeros, IntoBytes};
 
 mod stream;
+use std::collections::BTreeMap;
 pub use stream::StreamRequest;
 
 /// Main-area segments by state; every segment is in exactly one of
@@ -338,9 +342,6 @@ impl FreeCounts {
         }
     }
 }
-
-use f2fuse_layout::segment::{Summary, SummaryBlock, SUM_TYPE_DATA, SUM_TYPE_NODE};
-use zerocopy::FromZeros;
 
 impl SegmentManager {
     /// Builds the allocator from the loaded SIT and checkpoint. Node-log
@@ -1198,10 +1199,6 @@ fn checkpoint_lfs() -> u8 {
 fn checkpoint_ssr() -> u8 {
     f2fuse_layout::checkpoint::SSR
 }
-
-use f2fuse_layout::segment::{sit_block_addr as sit_addr, SitJournal};
-use std::collections::BTreeMap;
-use zerocopy::IntoBytes;
 
 /// The SIT part of a checkpoint being written.
 pub struct SitFlush {

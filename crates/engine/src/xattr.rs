@@ -1,10 +1,12 @@
 //! Extended attributes: the inode's inline xattr area followed by the
 //! payload of its xattr node, parsed as one buffer.
 
-use crate::error::Result;
-use crate::inode::InodeInfo;
+use crate::error::{Error, ErrorKind, Result};
+use crate::inode::{blocks_less, set_ctime, Ctx, InodeInfo};
 use crate::node::{NodeExpect, NodeManager};
-use f2fuse_layout::xattr::{parse_xattrs, XattrEntry};
+use f2fuse_layout::xattr::{
+    encode_xattrs, encoded_len, parse_xattrs, split_name, XattrEntry, XATTR_NAME_MAX,
+};
 use f2fuse_layout::{NODE_PAYLOAD_SIZE, XATTR_NODE_OFFSET};
 
 /// The logical xattr buffer of an inode.
@@ -27,10 +29,6 @@ pub fn read_xattrs(nm: &NodeManager, inode: &InodeInfo) -> Result<Vec<XattrEntry
     let buf = xattr_buffer(nm, inode)?;
     Ok(parse_xattrs(&buf).map_err(|e| e.at(format!("inode {}", inode.ino)))?)
 }
-
-use crate::error::{Error, ErrorKind};
-use crate::inode::{blocks_less, set_ctime, Ctx};
-use f2fuse_layout::xattr::{encode_xattrs, encoded_len, split_name, XATTR_NAME_MAX};
 
 /// XATTR_CREATE / XATTR_REPLACE semantics.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

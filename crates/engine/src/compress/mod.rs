@@ -12,13 +12,20 @@ mod manage;
 
 pub use manage::{release_blocks, reserve_blocks, rewrite_cluster};
 
-use crate::data::{data_kind, BlockMapper, DataPolicy};
+use crate::data::{addr_slot, data_kind, get_addr, set_addr, AddrSlot, BlockMapper, DataPolicy};
 use crate::device::Device;
 use crate::error::{Error, ErrorKind, Result};
-use crate::inode::InodeInfo;
+use crate::inode::{blocks_less, set_ctime, set_mtime, Ctx, InodeInfo};
 use crate::node::NodeManager;
+use f2fuse_layout::compress::{
+    build_cluster, COMPRESS_CHKSUM, COMPRESS_HEADER_SIZE, COMPRESS_LEVEL_OFFSET,
+    I_COMPR_BLOCKS_OFFSET,
+};
 use f2fuse_layout::compress::{split_cluster, CompressAlgorithm, InodeCompression};
+use f2fuse_layout::node::max_file_blocks;
+use f2fuse_layout::segment::Summary;
 use f2fuse_layout::*;
+use zerocopy::IntoBytes;
 
 /// What the slots of one cluster say it is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -359,16 +366,6 @@ fn zstd_compress(level: u8, data: &[u8], limit: usize) -> Option<Vec<u8>> {
     cctx.compress2(&mut out, data).ok()?;
     Some(out)
 }
-
-use crate::data::{addr_slot, get_addr, set_addr, AddrSlot};
-use crate::inode::{blocks_less, set_ctime, set_mtime, Ctx};
-use f2fuse_layout::compress::{
-    build_cluster, COMPRESS_CHKSUM, COMPRESS_HEADER_SIZE, COMPRESS_LEVEL_OFFSET,
-    I_COMPR_BLOCKS_OFFSET,
-};
-use f2fuse_layout::node::max_file_blocks;
-use f2fuse_layout::segment::Summary;
-use zerocopy::IntoBytes;
 
 /// What one slot of a cluster is to hold.
 enum SlotPlan<'a> {
