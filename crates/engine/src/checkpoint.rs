@@ -40,10 +40,12 @@ impl CheckpointState {
     }
 
     /// Which copy (0 or 1) holds NAT block `index`.
+    #[cfg_attr(not(feature = "internals"), allow(dead_code))] // used through `internals` only
     pub fn nat_copy(&self, index: u32) -> u8 {
         test_bit_msb(&self.nat_bitmap, index as usize) as u8
     }
 
+    #[cfg_attr(not(feature = "internals"), allow(dead_code))] // used through `internals` only
     pub fn pack_start(&self, sb: &SuperBlock) -> u64 {
         sb.cp_blkaddr.get() as u64 + ((self.pack as u64) << F2FS_LOG_BLOCKS_PER_SEG)
     }

@@ -608,11 +608,13 @@ impl BlockDevice for OverlayDevice {
 
 /// One recorded device event.
 #[derive(Debug, Clone)]
+#[cfg_attr(not(feature = "internals"), allow(dead_code))] // used through `internals` only
 pub enum SimEvent {
     Write { offset: u64, data: Vec<u8> },
     Flush,
 }
 
+#[cfg_attr(not(feature = "internals"), allow(dead_code))] // used through `internals` only
 struct SimState {
     /// What the device holds (every write applied, flushed or not).
     bytes: Vec<u8>,
@@ -628,10 +630,12 @@ struct SimState {
 /// A device for crash tests: records every write and flush so any power-cut
 /// image can be rebuilt afterwards (unflushed writes lost or reordered), and
 /// can fail a chosen write or flush with EIO.
+#[cfg_attr(not(feature = "internals"), allow(dead_code))] // used through `internals` only
 pub struct SimDevice {
     state: parking_lot::Mutex<SimState>,
 }
 
+#[cfg_attr(not(feature = "internals"), allow(dead_code))] // used through `internals` only
 impl SimDevice {
     pub fn new(initial: Vec<u8>) -> SimDevice {
         SimDevice {
@@ -737,6 +741,7 @@ impl BlockDevice for SimDevice {
 }
 
 /// Power-cut images of a recorded run, for cut points in increasing order.
+#[cfg_attr(not(feature = "internals"), allow(dead_code))] // used through `internals` only
 pub struct CrashImages {
     pub events: Vec<SimEvent>,
     /// The device with every write before `applied` that a flush made durable.
@@ -744,6 +749,7 @@ pub struct CrashImages {
     applied: usize,
 }
 
+#[cfg_attr(not(feature = "internals"), allow(dead_code))] // used through `internals` only
 impl CrashImages {
     /// Index of the last flush before event `cut`.
     pub fn last_flush_before(&self, cut: usize) -> Option<usize> {

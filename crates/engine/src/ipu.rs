@@ -33,9 +33,11 @@ pub mod ipu_bit {
     pub const FSYNC: u8 = 4;
     /// Asynchronous write-back in place: f2fuse has none (every write is
     /// on the device when it is answered), so this bit never matches.
+    #[allow(dead_code)] // the kernel's bit, kept so the numbering reads as segment.h's
     pub const ASYNC: u8 = 5;
     /// Do not merge in-place bios in the kernel's cache: f2fuse submits
     /// every write at once, so this bit changes nothing.
+    #[allow(dead_code)] // the kernel's bit, kept so the numbering reads as segment.h's
     pub const NOCACHE: u8 = 6;
     /// Out of place for inodes marked FI_OPU_WRITE: f2fuse's own rewrites
     /// that the kernel would mark (moving blocks for collapse/insert range,

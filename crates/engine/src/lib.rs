@@ -63,8 +63,6 @@
 // Every item of the public API is documented; `internals` is not (it is
 // off unless a dependent asks for it, as the docs check does not).
 #![cfg_attr(not(feature = "internals"), warn(missing_docs))]
-// Test doubles (SimDevice, ...) and probes only `internals` users call.
-#![cfg_attr(not(feature = "internals"), allow(dead_code))]
 
 mod acl;
 mod checkpoint;

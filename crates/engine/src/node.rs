@@ -680,6 +680,7 @@ impl NodeManager {
         nat.free.extend(freed);
     }
 
+    #[cfg_attr(not(feature = "internals"), allow(dead_code))] // used through `internals` only
     pub fn dirty_nat_count(&self) -> usize {
         self.nat.read().dirty.len()
     }

@@ -26,6 +26,7 @@ pub const READ_FEATURES: u32 = feature::EXTRA_ATTR
 pub struct LoadedSuperblock {
     pub sb: SuperBlock,
     /// 0 for the copy in block 0, 1 for block 1.
+    #[cfg_attr(not(feature = "internals"), allow(dead_code))] // used through `internals` only
     pub copy: usize,
     /// Why the other copy was rejected, if it was.
     pub other_copy_error: Option<Corrupt>,

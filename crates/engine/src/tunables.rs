@@ -403,6 +403,7 @@ impl Tunables {
     }
 
     /// How the data path groups blocks.
+    #[cfg_attr(not(feature = "internals"), allow(dead_code))] // used through `internals` only
     pub fn data_policy(&self) -> DataPolicy {
         DataPolicy::new(self.max_folio_order, self.serialized_dio_pages)
     }
