@@ -104,7 +104,7 @@ mod xattr;
 pub use device::{BlockDevice, FileDevice, FileDeviceOptions, MemDevice};
 pub use fs::{AsUser, Fs, OpenOptions, OPEN_FOR_EXEC};
 pub use image_lock::{lock_image, unescape_mountinfo, ImageLock};
-pub use perm::{lists_xattr, Access, Credentials};
+pub use perm::{lists_xattr, sgid_depends_on_groups, Access, Credentials};
 pub use sparse::{
     encode_sparse_file, expand_sparse_file, is_sparse_file, write_sparse, RawWorkCopy, SparseDevice,
 };

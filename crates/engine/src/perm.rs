@@ -239,6 +239,15 @@ pub fn without_privileges(perm: u16, gid: u32, changer: Option<&Credentials>) ->
     }
 }
 
+/// Whether `without_privileges` (the set-ID rule of writes) needs the changer's supplementary
+/// groups for a file of mode `perm` and group `gid`: only set-group-ID
+/// without group execute can stay, and only for a member of `gid`, which a
+/// changer whose primary group it is already is.
+pub fn sgid_depends_on_groups(perm: u16, gid: u32, changer_gid: u32) -> bool {
+    let (sgid, group_exec) = (libc::S_ISGID as u16, libc::S_IXGRP as u16);
+    perm & (sgid | group_exec) == sgid && gid != changer_gid
+}
+
 /// Setting times to given values (setattr_prepare with ATTR_*_SET): the
 /// owner or a privileged caller only.
 pub fn check_set_times(creds: &Credentials, inode: &InodeInfo) -> Result<()> {

@@ -12,7 +12,8 @@ use crate::ioctl::{self, Command, Compression};
 use crate::log;
 use f2fuse_engine::RenameFlags as EngineRenameFlags;
 use f2fuse_engine::{
-    lists_xattr, wall_time, AclKind, AtimePolicy, DirEntryInfo, SetAttr, SetMode, TimeSet,
+    lists_xattr, sgid_depends_on_groups, wall_time, AclKind, AtimePolicy, DirEntryInfo, SetAttr,
+    SetMode, TimeSet,
 };
 use f2fuse_engine::{
     Access, AsUser, Credentials, Error, ErrorKind, FallocMode, FileKind, Fs, InodeInfo, SeekTarget,
@@ -514,9 +515,7 @@ impl F2fsFuse {
     /// the supplementary groups (`without_privileges`), which `caller`
     /// leaves out when the kernel checks permissions.
     fn changer(&self, req: &Request, inode: &InodeInfo) -> Credentials {
-        let (sgid, group_exec) = (libc::S_ISGID as u16, libc::S_IXGRP as u16);
-        let sgid_only = inode.mode & (sgid | group_exec) == sgid;
-        let groups_decide = sgid_only && inode.gid != req.gid();
+        let groups_decide = sgid_depends_on_groups(inode.mode, inode.gid, req.gid());
         credentials(req, !self.cfg.default_permissions || groups_decide)
     }
 
